@@ -1,0 +1,26 @@
+#include "builtins/builtins.hpp"
+
+namespace purple {
+
+void registerAllBuiltins(Interp& in) {
+  // Order matters only where a family aliases another's names.
+  struct Family { const char* name; void (*fn)(Registry&); };
+  const Family families[] = {
+      {"control", registerControl},     {"equality", registerEquality},
+      {"numbers", registerNumbers},     {"lists", registerLists},
+      {"symbols", registerSymbols},     {"chars", registerChars},
+      {"strings", registerStrings},     {"vectors", registerVectors},
+      {"hash-tables", registerHashTables}, {"records", registerRecords},
+      {"ports", registerPorts},         {"system", registerSystem},
+      {"tensor", registerTensorCreation}, {"tensor", registerTensorMath},
+      {"tensor", registerTensorReduction}, {"tensor", registerTensorShape},
+      {"tensor", registerTensorIndexing}, {"tensor", registerTensorLinalg},
+      {"tensor", registerTensorDevices},
+  };
+  for (const auto& f : families) {
+    Registry r(in, f.name);
+    f.fn(r);
+  }
+}
+
+}  // namespace purple

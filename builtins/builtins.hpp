@@ -1,0 +1,34 @@
+// Every builtin family registers itself through one function, called by registerAllBuiltins
+// (builtins/all.cpp) when an interpreter is made. Adding a family: write builtins/NAME.cpp with
+// `void registerNAME(Registry&)`, declare it here and list it in all.cpp.
+#pragma once
+#include "interp/bind.hpp"
+
+namespace purple {
+
+void registerAllBuiltins(Interp& in);
+
+// core language
+void registerControl(Registry& r);        // apply, call/cc, dynamic-wind, values, errors, eval
+void registerEquality(Registry& r);       // eq? eqv? equal?
+void registerNumbers(Registry& r);        // numeric tower
+void registerLists(Registry& r);          // pairs and lists
+void registerSymbols(Registry& r);        // symbols, keywords, booleans
+void registerChars(Registry& r);
+void registerStrings(Registry& r);
+void registerVectors(Registry& r);        // vectors and bytevectors
+void registerHashTables(Registry& r);
+void registerRecords(Registry& r);
+void registerPorts(Registry& r);          // ports, read, write, display, files
+void registerSystem(Registry& r);         // command-line, exit, time, environment, gc-stats, help
+
+// tensors
+void registerTensorCreation(Registry& r);
+void registerTensorMath(Registry& r);
+void registerTensorReduction(Registry& r);
+void registerTensorShape(Registry& r);
+void registerTensorIndexing(Registry& r);
+void registerTensorLinalg(Registry& r);
+void registerTensorDevices(Registry& r);
+
+}  // namespace purple

@@ -1,0 +1,315 @@
+// Control: apply, map, for-each, values, call/cc (escaping), dynamic-wind, exceptions, eval,
+// parameters, promises, case-lambda.
+#include "builtins/builtins.hpp"
+#include "interp/interp_state.hpp"
+#include "interp/node.hpp"
+#include "interp/printer.hpp"
+#include "interp/tensor_scope.hpp"
+#include <gc/gc_allocator.h>
+
+namespace purple {
+
+namespace {
+
+using ValueVec = std::vector<Value, traceable_allocator<Value>>;
+
+struct HandlerRestore {
+  State* st;
+  Value saved;
+  ~HandlerRestore() { st->handlers = saved; }
+};
+
+Value applyPrim(Interp& in, Value* a, int n, PrimitiveInfo* info) {
+  checkArity(info, n);
+  ValueVec args(a + 1, a + n - 1);
+  Value last = a[n - 1];
+  if (!isList(last)) throwTypeError("apply", n, "a list", last);
+  for (Value p = last; isPair(p); p = cdr(p)) args.push_back(car(p));
+  return in.apply(a[0], args.data(), int(args.size()));
+}
+
+// map and for-each over one or more lists; stops at the shortest (SRFI-1).
+Value mapLike(Interp& in, Value* a, int n, PrimitiveInfo* info, bool collect) {
+  checkArity(info, n);
+  Value fn = a[0];
+  if (!isProcedure(fn)) throwTypeError(info->name, 1, "a procedure", fn);
+  if (n == 2) {
+    Value head = Value::nil(), tail = Value::nil();
+    for (Value p = a[1]; isPair(p); p = cdr(p)) {
+      Value x = car(p);
+      Value r = in.apply(fn, &x, 1);
+      if (collect) {
+        Value cell = cons(r, Value::nil());
+        if (head.isNil()) head = cell;
+        else tail.as<Pair>()->cdr = cell;
+        tail = cell;
+      }
+    }
+    return collect ? head : Value::unspecified();
+  }
+  ValueVec lists(a + 1, a + n);
+  ValueVec args(size_t(n - 1));
+  Value head = Value::nil(), tail = Value::nil();
+  while (true) {
+    for (size_t i = 0; i < lists.size(); i++) {
+      if (!isPair(lists[i])) return collect ? head : Value::unspecified();
+      args[i] = car(lists[i]);
+      lists[i] = cdr(lists[i]);
+    }
+    Value r = in.apply(fn, args.data(), int(args.size()));
+    if (collect) {
+      Value cell = cons(r, Value::nil());
+      if (head.isNil()) head = cell;
+      else tail.as<Pair>()->cdr = cell;
+      tail = cell;
+    }
+  }
+}
+
+Value errorObjectField(Value e, int which) {
+  if (!e.is(Kind::ErrorObject)) return which == 0 ? makeString("") : Value::nil();
+  auto* err = e.as<ErrorObject>();
+  return which == 0 ? err->message : err->irritants;
+}
+
+bool errorKindIs(Value e, const char* kind) {
+  return e.is(Kind::ErrorObject) && e.as<ErrorObject>()->errorKind == intern(kind);
+}
+
+Value makeParameter(Interp& in, Value value, Value converter) {
+  auto* p = static_cast<Parameter*>(gcAlloc(sizeof(Parameter)));
+  p->kind = Kind::Parameter;
+  p->flags = 0;
+  p->small = 0;
+  p->extra = 0;
+  p->converter = converter;
+  p->value = converter.isFalse() ? value : in.apply(converter, &value, 1);
+  return Value(p);
+}
+
+Value makePromise(Value value, bool forced, bool lazy) {
+  auto* p = static_cast<Promise*>(gcAlloc(sizeof(Promise)));
+  p->kind = Kind::Promise;
+  p->flags = forced ? 1 : 0;
+  p->small = 0;
+  p->extra = 0;
+  p->value = value;
+  p->isStream = Value::boolean(lazy);
+  return Value(p);
+}
+
+// R7RS force with delay-force chains iteratively (constant space for lazy streams).
+Value force(Interp& in, Value v) {
+  if (!v.is(Kind::Promise)) return v;
+  auto* p = v.as<Promise>();
+  while (!(p->flags & 1)) {
+    Value thunk = p->value;
+    Value r = in.apply(thunk, nullptr, 0);
+    if (p->flags & 1) break;   // forced re-entrantly
+    if (p->isStream.isTrue() && r.is(Kind::Promise)) {
+      auto* q = r.as<Promise>();
+      p->flags = q->flags;
+      p->value = q->value;
+      p->isStream = q->isStream;
+      q->flags = p->flags;
+    } else {
+      p->flags |= 1;
+      p->value = r;
+    }
+  }
+  return p->value;
+}
+
+}  // namespace
+
+void registerControl(Registry& r) {
+  r.defRaw("apply", "(proc arg :rest args)", applyPrim,
+           "Calls PROC with the ARGs followed by the elements of the last argument, a list.");
+  r.defRaw("map", "(proc list :rest lists)",
+           [](Interp& in, Value* a, int n, PrimitiveInfo* info) { return mapLike(in, a, n, info, true); },
+           "Applies PROC elementwise to the LISTs and returns the list of results; stops at the shortest list.");
+  r.defRaw("for-each", "(proc list :rest lists)",
+           [](Interp& in, Value* a, int n, PrimitiveInfo* info) { return mapLike(in, a, n, info, false); },
+           "Applies PROC elementwise to the LISTs for its effect, in order. Data loaders are visited batch by batch.");
+  r.defRaw("values", "(:rest objects)",
+           [](Interp&, Value* a, int n, PrimitiveInfo*) { return makeValues(a, size_t(n)); },
+           "Returns its arguments as multiple values.");
+  r.def("call-with-values", "(producer consumer)", [](Interp& in, Procedure producer, Procedure consumer) {
+    Value v = in.apply(producer.value, nullptr, 0);
+    if (v.is(Kind::MultipleValues)) {
+      auto* m = v.as<MultipleValues>();
+      return in.apply(consumer.value, m->items, int(m->extra));
+    }
+    return in.apply(consumer.value, &v, 1);
+  }, "Calls PRODUCER with no arguments and passes its values to CONSUMER.");
+  r.def("call-with-current-continuation", "(proc)", [](Interp& in, Procedure proc) {
+    auto* k = static_cast<Continuation*>(gcAlloc(sizeof(Continuation)));
+    k->kind = Kind::Continuation;
+    k->flags = 0;
+    k->small = 0;
+    k->extra = 0;
+    k->id = in.nextContinuationId++;
+    k->valid = true;
+    Value kv(k);
+    Value savedHandlers = in.st->handlers;
+    try {
+      Value result = in.apply(proc.value, &kv, 1);
+      k->valid = false;
+      return result;
+    } catch (ContinuationInvoked& c) {
+      if (c.id != k->id) throw;
+      k->valid = false;
+      in.st->handlers = savedHandlers;
+      return c.values.get();
+    }
+  }, "Calls PROC with the current continuation, an escape procedure: calling it returns its arguments "
+     "from this call. Purple's continuations escape only (they cannot re-enter a finished call).");
+  r.alias("call/cc", "call-with-current-continuation");
+  r.def("dynamic-wind", "(before thunk after)", [](Interp& in, Procedure before, Procedure thunk, Procedure after) {
+    in.apply(before.value, nullptr, 0);
+    Value result;
+    try {
+      result = in.apply(thunk.value, nullptr, 0);
+    } catch (...) {
+      in.apply(after.value, nullptr, 0);
+      throw;
+    }
+    in.apply(after.value, nullptr, 0);
+    return result;
+  }, "Calls BEFORE, THUNK and AFTER; AFTER runs however THUNK is left (return, error or escape).");
+
+  // ---- exceptions ----
+  r.def("with-exception-handler", "(handler thunk)", [](Interp& in, Procedure handler, Procedure thunk) {
+    Value saved = in.st->handlers;
+    HandlerRestore restore{in.st, saved};
+    in.st->handlers = cons(handler.value, saved);
+    try {
+      return in.apply(thunk.value, nullptr, 0);
+    } catch (const PurpleInterrupt&) {
+      throw;
+    } catch (const PurpleException& e) {
+      if (e.offered()) throw;
+      // An error signalled by a builtin: offer it to this handler, in the outer context.
+      in.st->handlers = saved;
+      Value payload = e.payload();
+      in.apply(handler.value, &payload, 1);
+      Value err = makeError(intern("error"), "exception handler returned from a non-continuable error",
+                            listFromArray(&payload, 1));
+      in.raise(err, false);
+    }
+  }, "Installs HANDLER for the dynamic extent of calling THUNK. A handler that returns from a "
+     "non-continuable raise causes a secondary error.");
+  r.def("raise", "(obj)", [](Interp& in, Value obj) -> Value { in.raise(obj, false); },
+        "Raises OBJ as an exception (non-continuable).");
+  r.def("raise-continuable", "(obj)", [](Interp& in, Value obj) { return in.raiseContinuable(obj); },
+        "Raises OBJ; the value the handler returns is returned from raise-continuable.");
+  r.defRaw("error", "(message :rest irritants)", [](Interp& in, Value* a, int n, PrimitiveInfo* info) -> Value {
+    checkArity(info, n);
+    Value msg = a[0];
+    Value who = Value::f();
+    // (error 'who "message" ...) as many Schemes accept
+    if (isSymbol(msg) && n > 1 && isString(a[1])) {
+      who = msg;
+      msg = a[1];
+      a++;
+      n--;
+    }
+    std::string text = isString(msg) ? std::string(stringView(msg)) : toDisplayString(msg);
+    if (!who.isFalse()) text = std::string(symbolName(who)) + ": " + text;
+    Value err = makeError(intern("error"), text, listFromArray(a + 1, size_t(n - 1)));
+    err.as<ErrorObject>()->who = who;
+    err.as<ErrorObject>()->message = isString(msg) && who.isFalse() ? msg : makeString(text);
+    in.raise(err, false);
+  }, "Raises an error object with MESSAGE (a string) and IRRITANTS.");
+  r.def("error-object?", "(obj)", [](Value v) { return v.is(Kind::ErrorObject); },
+        "True if OBJ is an error object (made by error or by a failing builtin).");
+  r.def("error-object-message", "(err)", [](Value e) { return errorObjectField(e, 0); },
+        "The message of the error object ERR.");
+  r.def("error-object-irritants", "(err)", [](Value e) { return errorObjectField(e, 1); },
+        "The irritants of the error object ERR.");
+  r.def("error-object-kind", "(err)", [](Value e) { return e.is(Kind::ErrorObject) ? e.as<ErrorObject>()->errorKind : Value::f(); },
+        "The kind of error: error, type-error, arity-error, read-error, file-error, tensor-error, ...");
+  r.def("error-object-backtrace", "(err)", [](Value e) { return e.is(Kind::ErrorObject) ? e.as<ErrorObject>()->backtrace : Value::nil(); },
+        "The Purple backtrace captured when ERR was raised: a list of strings, innermost first.");
+  r.def("read-error?", "(obj)", [](Value v) { return errorKindIs(v, "read-error"); }, "True for errors raised by the reader.");
+  r.def("file-error?", "(obj)", [](Value v) { return errorKindIs(v, "file-error"); }, "True for errors about files.");
+  r.def("condition/report-string", "(err)", [](Value e) { return makeString(errorMessage(e)); },
+        "The message and irritants of ERR as one string.");
+
+  // ---- evaluation ----
+  r.def("eval", "(expr :optional env)", [](Interp& in, Value expr, Value) { return in.evalForm(expr); },
+        "Evaluates EXPR at top level. ENV is accepted for R7RS compatibility; every environment is the interpreter's global one.");
+  auto envFn = [](Interp& in, RestArgs) {
+    auto* e = static_cast<Environment*>(gcAlloc(sizeof(Environment)));
+    e->kind = Kind::Environment;
+    e->flags = 0;
+    e->small = 0;
+    e->extra = 0;
+    e->interp = &in;
+    return Value(e);
+  };
+  r.def("interaction-environment", "(:rest ignored)", envFn, "The global environment, for eval.");
+  r.def("scheme-report-environment", "(:rest version)", envFn, "The global environment, for eval.");
+  r.def("null-environment", "(:rest version)", envFn, "The global environment, for eval.");
+  r.def("environment", "(:rest import-sets)", envFn, "The global environment, for eval.");
+  r.def("procedure?", "(obj)", [](Value v) { return isProcedure(v); }, "True if OBJ can be called.");
+
+  // ---- parameters ----
+  r.def("make-parameter", "(value :optional converter)", [](Interp& in, Value value, Value converter) {
+    return makeParameter(in, value, converter.isMissing() ? Value::f() : converter);
+  }, "A parameter object holding VALUE (passed through CONVERTER when given). Call it with no "
+     "arguments to read it; parameterize rebinds it for a dynamic extent.");
+  r.def("%parameter-convert", "(param value)", [](Interp& in, Value p, Value v) {
+    if (!p.is(Kind::Parameter)) throwTypeError("parameterize", 1, "a parameter", p);
+    Value c = p.as<Parameter>()->converter;
+    return c.isFalse() ? v : in.apply(c, &v, 1);
+  }, "Internal: applies a parameter's converter (used by parameterize).");
+  r.def("%parameter-swap!", "(param value)", [](Value p, Value v) {
+    if (!p.is(Kind::Parameter)) throwTypeError("parameterize", 1, "a parameter", p);
+    Value old = p.as<Parameter>()->value;
+    p.as<Parameter>()->value = v;
+    return old;
+  }, "Internal: sets a parameter's value and returns the previous one (used by parameterize).");
+
+  // ---- promises ----
+  r.def("%make-promise", "(thunk lazy)", [](Value thunk, bool lazy) { return makePromise(thunk, false, lazy); },
+        "Internal: a promise that calls THUNK when forced (delay and delay-force expand to it).");
+  r.def("make-promise", "(obj)", [](Value v) { return v.is(Kind::Promise) ? v : makePromise(v, true, false); },
+        "A promise already forced to OBJ (or OBJ itself if it is a promise).");
+  r.def("promise?", "(obj)", [](Value v) { return v.is(Kind::Promise); }, "True if OBJ is a promise.");
+  r.def("force", "(promise)", [](Interp& in, Value v) { return force(in, v); },
+        "The value of PROMISE, computing it the first time.");
+
+  // ---- case-lambda ----
+  r.def("%make-case-lambda", "(name :rest clauses)", [](Value name, RestArgs clauses) {
+    size_t n = listLength(clauses.list);
+    auto* cl = static_cast<CaseLambda*>(gcAlloc(sizeof(CaseLambda) + n * sizeof(Value)));
+    cl->kind = Kind::CaseLambda;
+    cl->flags = 0;
+    cl->small = 0;
+    cl->extra = uint32_t(n);
+    cl->name = name;
+    size_t i = 0;
+    for (Value p = clauses.list; isPair(p); p = cdr(p)) {
+      if (!car(p).is(Kind::Closure)) throwTypeError("case-lambda", int(i + 2), "a lambda", car(p));
+      cl->clauses[i++] = car(p);
+    }
+    return Value(cl);
+  }, "Internal: a procedure that dispatches on argument count to CLAUSES (case-lambda expands to it).");
+
+  // ---- tensor scopes ----
+  r.def("%with-tensor-scope", "(thunk)", [](Interp& in, Procedure thunk) {
+    openTensorScope();
+    Value result;
+    try {
+      result = in.apply(thunk.value, nullptr, 0);
+    } catch (...) {
+      closeTensorScope(Value::nil());
+      throw;
+    }
+    closeTensorScope(result);
+    return result;
+  }, "Internal: calls THUNK and then frees every tensor it created that is not part of its result.");
+}
+
+}  // namespace purple

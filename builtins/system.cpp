@@ -1,0 +1,152 @@
+// The process and the interpreter itself: command line, exit, environment, time, the
+// collector, tensor memory, help.
+#include "builtins/builtins.hpp"
+#include "interp/gc.hpp"
+#include "interp/interp_state.hpp"
+#include "interp/node.hpp"
+#include "interp/port.hpp"
+#include "interp/printer.hpp"
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+
+extern char** environ;
+
+namespace purple {
+
+namespace {
+void requireProcess(Interp& in, const char* who) {
+  if (!in.limits.allowProcess) throwError("error", std::string(who) + ": process access is disabled in this interpreter");
+}
+void requireEnvironment(Interp& in, const char* who) {
+  if (!in.limits.allowEnvironment) throwError("error", std::string(who) + ": environment access is disabled in this interpreter");
+}
+int exitCode(Value v) {
+  if (v.isMissing() || v == Value::t()) return 0;
+  if (v.isFalse()) return 1;
+  if (v.isFixnum()) return int(v.fixnum());
+  return 0;
+}
+
+std::string helpText(Interp& in, Value name) {
+  Value sym = isString(name) ? intern(stringView(name)) : name;
+  if (!isSymbol(sym)) return "help: give a name, as in (help 'tensor-matmul)";
+  GlobalCell* cell = in.findGlobal(sym);
+  if (!cell || cell->value.isUnbound()) return std::string(symbolName(sym)) + ": not defined";
+  Value v = cell->value;
+  std::string out;
+  if (v.is(Kind::Primitive)) {
+    PrimitiveInfo* info = v.as<Primitive>()->info;
+    std::string sig = info->signature;
+    if (sig.size() >= 2) sig = sig.substr(1, sig.size() - 2);
+    out = "(" + info->name + (sig.empty() ? "" : " " + sig) + ")\n  " + info->doc;
+  } else if (v.is(Kind::Closure)) {
+    LambdaNode* l = v.as<Closure>()->code;
+    out = "(" + std::string(symbolName(sym)) + " ...)  [procedure]\n  ";
+    out += isString(l->doc) ? std::string(stringView(l->doc)) : std::string("(no documentation)");
+  } else if (v.is(Kind::Macro)) {
+    out = std::string(symbolName(sym)) + "  [syntax]\n  ";
+    out += isString(cell->doc) ? std::string(stringView(cell->doc)) : std::string("(no documentation)");
+  } else {
+    out = std::string(symbolName(sym)) + " = " + toWriteString(v);
+    if (isString(cell->doc)) out += "\n  " + std::string(stringView(cell->doc));
+  }
+  return out;
+}
+}  // namespace
+
+void registerSystem(Registry& r) {
+  r.def("command-line", "()", [](Interp& in) {
+    Value l = Value::nil();
+    for (size_t i = in.commandLine.size(); i-- > 0;) l = cons(makeString(in.commandLine[i]), l);
+    return l;
+  }, "The command line as a list of strings: the script name first, then its arguments.");
+  r.def("exit", "(:optional code)", [](Interp& in, Value code) -> Value {
+    requireProcess(in, "exit");
+    portFlush(in.currentOutputPort());
+    throw PurpleExit{exitCode(code)};
+  }, "Leaves the program with CODE (0 for #t or none, 1 for #f), running dynamic-wind exits.");
+  r.def("emergency-exit", "(:optional code)", [](Interp& in, Value code) -> Value {
+    requireProcess(in, "emergency-exit");
+    std::fflush(stdout);
+    std::_Exit(exitCode(code));
+  }, "Leaves the program at once with CODE.");
+  r.def("get-environment-variable", "(name)", [](Interp& in, std::string name) -> Value {
+    requireEnvironment(in, "get-environment-variable");
+    const char* v = std::getenv(name.c_str());
+    return v ? makeString(v) : Value::f();
+  }, "The value of the environment variable NAME, or #f.");
+  r.def("get-environment-variables", "()", [](Interp& in) {
+    requireEnvironment(in, "get-environment-variables");
+    Value l = Value::nil();
+    for (char** e = environ; e && *e; e++) {
+      std::string s(*e);
+      size_t eq = s.find('=');
+      if (eq == std::string::npos) continue;
+      l = cons(cons(makeString(s.substr(0, eq)), makeString(s.substr(eq + 1))), l);
+    }
+    return l;
+  }, "All environment variables as an alist of strings.");
+  r.def("current-second", "()", []() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }, "Seconds since the epoch, as a real.");
+  r.def("current-jiffy", "()", []() {
+    return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  }, "A monotonic clock in jiffies (nanoseconds).");
+  r.def("jiffies-per-second", "()", []() { return int64_t(1000000000); }, "Jiffies in a second.");
+  r.def("cpu-time", "()", []() { return double(std::clock()) / CLOCKS_PER_SEC; }, "Processor time used by this process, in seconds.");
+  r.def("features", "(:rest ignored)", [](Interp& in, RestArgs) { return in.st->features; }, "The cond-expand features.");
+  r.def("void", "(:rest ignored)", [](RestArgs) { return Value::unspecified(); }, "Ignores its arguments and returns nothing.");
+
+  r.def("gc", "()", []() { gcCollectNow(); }, "Runs a full collection and the finalizers it makes ready.");
+  r.def("gc-stats", "()", []() {
+    GcStats g = gcStats();
+    TensorMemoryStats t = tensorMemoryStats();
+    auto entry = [](const char* k, int64_t v) { return cons(intern(k), makeInteger(v)); };
+    Value items[] = {entry("live-tensors", t.liveTensors), entry("tensor-bytes", t.countedBytes),
+                     entry("peak-tensor-bytes", t.peakCountedBytes), entry("tensor-collections", t.collections),
+                     entry("tensor-gc-threshold", t.threshold), entry("tensors-freed-early", t.released),
+                     entry("heap-bytes", g.heapBytes), entry("free-bytes", g.freeBytes),
+                     entry("collections", g.collections)};
+    return listFromArray(items, sizeof items / sizeof items[0]);
+  }, "An alist of memory facts: live tensors and their bytes, collections, heap size.");
+  r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) { setTensorCollectThreshold(b); },
+        "Sets how many bytes of new tensor storage trigger a collection (default 256 MB).");
+  r.def("tensor-free!", "(tensor)", [](Value t) {
+    if (!isTensor(t)) throwTypeError("tensor-free!", 1, "a tensor", t);
+    releaseTensor(t);
+  }, "Releases TENSOR's storage now. Using TENSOR afterwards is an error.");
+
+  r.def("help", "(:optional name)", [](Interp& in, Value name) {
+    std::string text = name.isMissing()
+        ? "Purple: (help 'name) shows a procedure's documentation; (apropos \"text\") lists names."
+        : helpText(in, name);
+    portWrite(in.currentOutputPort(), text + "\n");
+  }, "Prints the documentation of the procedure or syntax NAME.");
+  r.def("documentation", "(name)", [](Interp& in, Value name) { return makeString(helpText(in, name)); },
+        "The documentation of NAME as a string.");
+  r.def("apropos", "(text)", [](Interp& in, std::string text) {
+    std::vector<std::string> names;
+    in.forEachGlobal([&](GlobalCell* c) {
+      if (c->value.isUnbound()) return;
+      std::string_view n = symbolName(c->name);
+      if (n.find(text) != std::string_view::npos) names.emplace_back(n);
+    });
+    std::sort(names.begin(), names.end());
+    Value l = Value::nil();
+    for (size_t i = names.size(); i-- > 0;) l = cons(intern(names[i]), l);
+    return l;
+  }, "The sorted list of bound names containing TEXT.");
+  r.def("%global-names", "()", [](Interp& in) {
+    Value l = Value::nil();
+    in.forEachGlobal([&](GlobalCell* c) {
+      if (!c->value.isUnbound()) l = cons(c->name, l);
+    });
+    return l;
+  }, "Internal: every bound global name (for completion and the reference generator).");
+  r.def("%set-documentation!", "(name doc)", [](Interp& in, Value name, std::string doc) {
+    in.globalCell(name)->doc = makeString(doc);
+  }, "Internal: attaches DOC to the global NAME (used for prelude syntax).");
+}
+
+}  // namespace purple

@@ -1,0 +1,281 @@
+// The machinery behind Registry::def: signatures, argument binding, conversion errors, and the
+// translation of C++ / LibTorch exceptions into Purple errors.
+#include "interp/bind.hpp"
+#include "interp/gc.hpp"
+#include "interp/numbers.hpp"
+#include "interp/printer.hpp"
+#include "interp/reader.hpp"
+#include <cmath>
+
+namespace purple {
+
+std::string primitiveName(Value prim) { return prim.as<Primitive>()->info->name; }
+
+std::string describeValueType(Value v) {
+  if (v.isFixnum() || isBignum(v)) return "integer";
+  if (isFlonum(v)) return "real";
+  if (isRatnum(v)) return "rational";
+  if (v.isBool()) return "boolean";
+  if (v.isChar()) return "character";
+  if (v.isNil()) return "empty list";
+  if (!v.isObject()) return "special value";
+  switch (v.obj()->kind) {
+    case Kind::Pair: return "pair";
+    case Kind::Symbol: return isKeyword(v) ? "keyword" : "symbol";
+    case Kind::String: return "string";
+    case Kind::Vector: return "vector";
+    case Kind::Tensor: return "tensor";
+    default: return "object";
+  }
+}
+
+static std::string paramName(const PrimitiveInfo* info, int index);
+
+void throwConversionError(const PrimitiveInfo* info, int index, std::string_view expected, Value got) {
+  if (got.isMissing())
+    throwError("arity-error", info->name + ": missing argument " + std::to_string(index + 1) + " (" +
+                                  paramName(info, index) + ")");
+  std::string msg = info->name + ": argument " + std::to_string(index + 1) + " (" + paramName(info, index) +
+                    ") must be " + std::string(expected) + ", got " + toWriteString(got);
+  Value err = makeError(intern("type-error"), msg, Value::nil());
+  err.as<ErrorObject>()->who = intern(info->name);
+  if (Interp* in = Interp::current()) err.as<ErrorObject>()->backtrace = in->backtrace();
+  throw PurpleException(err);
+}
+
+int64_t integerValue(Value v, const PrimitiveInfo* info, int i) {
+  if (v.isFixnum()) return v.fixnum();
+  if (isFlonum(v)) {
+    double d = flonumValue(v);
+    if (d == std::floor(d) && std::fabs(d) < 9.2e18) return int64_t(d);
+  }
+  if (isBignum(v)) throwConversionError(info, i, "an integer that fits in 64 bits", v);
+  if (isTensor(v) && tensorOf(v).defined() && tensorOf(v).numel() == 1 && !tensorOf(v).is_floating_point())
+    return tensorOf(v).item<int64_t>();
+  throwConversionError(info, i, "an integer", v);
+}
+
+double realValue(Value v, const PrimitiveInfo* info, int i) {
+  if (isNumber(v)) return toDouble(v);
+  if (isTensor(v) && tensorOf(v).defined() && tensorOf(v).numel() == 1) return tensorOf(v).item<double>();
+  throwConversionError(info, i, "a real number", v);
+}
+
+IntList intListValue(Value v, const PrimitiveInfo* info, int i) {
+  IntList out;
+  if (v.isFixnum()) return {v.fixnum()};
+  // a rest list holding one list or vector: (f '(2 3)) as well as (f 2 3)
+  if (isPair(v) && cdr(v).isNil() && (isPair(car(v)) || car(v).is(Kind::Vector) || car(v).isNil())) v = car(v);
+  if (v.is(Kind::Vector)) {
+    auto* vec = v.as<Vector>();
+    for (uint32_t k = 0; k < vec->extra; k++) out.push_back(integerValue(vec->items[k], info, i));
+    return out;
+  }
+  if (isTensor(v) && tensorOf(v).defined() && tensorOf(v).dim() <= 1) {
+    at::Tensor t = tensorOf(v).to(at::kCPU).to(at::kLong).contiguous();
+    for (int64_t k = 0; k < t.numel(); k++) out.push_back(t.data_ptr<int64_t>()[k]);
+    return out;
+  }
+  if (!isList(v)) throwConversionError(info, i, "a list of integers", v);
+  for (Value p = v; isPair(p); p = cdr(p)) out.push_back(integerValue(car(p), info, i));
+  return out;
+}
+
+// ---- signatures --------------------------------------------------------------------------------
+
+namespace {
+struct ParsedParam {
+  std::string name;
+  Value defaultValue = Value::missing();
+};
+}  // namespace
+
+// Names, in C++ parameter order, kept beside the info (the info is per builtin, lives forever).
+static std::unordered_map<const PrimitiveInfo*, std::vector<std::string>>& paramNames() {
+  static auto* m = new std::unordered_map<const PrimitiveInfo*, std::vector<std::string>>();
+  return *m;
+}
+
+static std::string paramName(const PrimitiveInfo* info, int index) {
+  auto it = paramNames().find(info);
+  if (it == paramNames().end() || index < 0 || size_t(index) >= it->second.size()) return "?";
+  return it->second[size_t(index)];
+}
+
+PrimitiveInfo* Registry::makeInfo(std::string_view name, std::string_view signature, std::string_view doc,
+                                  int cppParams) {
+  auto* info = new PrimitiveInfo();
+  info->name = std::string(name);
+  info->signature = std::string(signature);
+  info->doc = std::string(doc);
+  info->family = family_;
+  Value sig;
+  {
+    // `(x . rest :key k)` is not a readable dotted list; read a lone `.` as `:rest`.
+    std::string text(signature);
+    for (size_t i = 0; i < text.size(); i++)
+      if (text[i] == '.' && (i == 0 || text[i - 1] == '(' || text[i - 1] == ' ') &&
+          (i + 1 == text.size() || text[i + 1] == ' '))
+        text.replace(i, 1, ":rest");
+    Reader r(text, Value::f(), nullptr);
+    if (!r.read(sig) || !(isPair(sig) || sig.isNil()))
+      throw std::logic_error("bad signature for " + info->name + ": " + std::string(signature));
+  }
+  enum { Req, Opt, Rest, Key } mode = Req;
+  std::vector<ParsedParam> params;
+  std::vector<Value> keys;
+  Value p = sig;
+  for (; isPair(p); p = cdr(p)) {
+    Value x = car(p);
+    if (isKeyword(x)) {
+      std::string_view k = symbolName(x);
+      if (k == "optional") mode = Opt;
+      else if (k == "key") mode = Key;
+      else if (k == "rest") mode = Rest;
+      else throw std::logic_error("bad signature marker in " + info->name);
+      continue;
+    }
+    ParsedParam pp;
+    if (isPair(x)) {
+      pp.name = std::string(symbolName(car(x)));
+      Value d = cadr(x);
+      if (isPair(d) && car(d) == intern("quote")) d = cadr(d);
+      pp.defaultValue = d;
+    } else {
+      pp.name = std::string(symbolName(x));
+    }
+    if (mode == Req) info->nRequired++;
+    else if (mode == Opt) info->nOptional++;
+    else if (mode == Rest) {
+      if (info->hasRest) throw std::logic_error("two rest parameters in " + info->name);
+      info->hasRest = true;
+    } else {
+      info->nKeys++;
+      keys.push_back(internKeyword(pp.name));
+    }
+    params.push_back(pp);
+  }
+  if (!p.isNil()) {   // dotted rest: (a b . rest)
+    if (info->nKeys) throw std::logic_error("dotted rest must precede :key in " + info->name);
+    info->hasRest = true;
+    params.push_back(ParsedParam{std::string(symbolName(p))});
+    // a :key section may follow a dotted rest only in the (. rest :key ...) spelling, which
+    // the reader gives as a dotted pair; handled above
+  }
+  info->nParams = int(params.size());
+  if (cppParams >= 0 && cppParams != info->nParams)
+    throw std::logic_error("signature of " + info->name + " names " + std::to_string(info->nParams) +
+                           " parameters but the C++ function takes " + std::to_string(cppParams));
+  info->keys = keys.empty() ? nullptr : static_cast<Value*>(gcAllocRoot(keys.size() * sizeof(Value)));
+  for (size_t i = 0; i < keys.size(); i++) info->keys[i] = keys[i];
+  info->defaults = static_cast<Value*>(gcAllocRoot((params.size() + 1) * sizeof(Value)));
+  std::vector<std::string> names;
+  for (size_t i = 0; i < params.size(); i++) {
+    info->defaults[i] = params[i].defaultValue;
+    names.push_back(params[i].name);
+  }
+  paramNames()[info] = std::move(names);
+  return info;
+}
+
+void Registry::install(PrimitiveInfo* info, PrimFn fn, uint8_t flags) {
+  auto* p = static_cast<Primitive*>(gcAlloc(sizeof(Primitive)));
+  p->kind = Kind::Primitive;
+  p->flags = flags;
+  p->small = 0;
+  p->extra = 0;
+  p->fn = fn;
+  p->info = info;
+  in_.defineGlobal(info->name, Value(p), makeString(info->doc));
+}
+
+void Registry::defRaw(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,
+                      uint8_t flags) {
+  PrimitiveInfo* info = makeInfo(name, signature, doc, -1);
+  install(info, fn, flags);
+}
+
+void Registry::alias(std::string_view newName, std::string_view existing) {
+  Value v = in_.lookupGlobal(existing);
+  if (v.isUnbound()) throw std::logic_error("alias of unknown builtin " + std::string(existing));
+  GlobalCell* old = in_.findGlobal(intern(existing));
+  in_.defineGlobal(newName, v, old ? old->doc : Value::f());
+}
+
+// ---- argument binding --------------------------------------------------------------------------
+
+static bool isDeclaredKey(const PrimitiveInfo* info, Value v) {
+  if (!isKeyword(v)) return false;
+  for (int k = 0; k < info->nKeys; k++)
+    if (info->keys[k] == v) return true;
+  return false;
+}
+
+static std::string knownKeys(const PrimitiveInfo* info) {
+  std::string s;
+  for (int k = 0; k < info->nKeys; k++) s += (k ? " :" : ":") + std::string(symbolName(info->keys[k]));
+  return s.empty() ? "none" : s;
+}
+
+Value* bindArguments(Interp& in, Value* argv, int argc, PrimitiveInfo* info, Value* slots) {
+  int nreq = info->nRequired, nopt = info->nOptional;
+  if (!info->hasRest && info->nKeys == 0) {
+    if (argc < nreq || argc > nreq + nopt) throwArityError(info->name, argc, info->signature);
+    for (int i = 0; i < argc; i++) slots[i] = argv[i];
+    for (int i = argc; i < nreq + nopt; i++) slots[i] = info->defaults[i];
+    return slots;
+  }
+  if (argc < nreq) throwArityError(info->name, argc, info->signature);
+  int i = 0, s = 0;
+  for (; i < nreq; i++) slots[s++] = argv[i];
+  for (int k = 0; k < nopt; k++, s++) {
+    if (i < argc && !isDeclaredKey(info, argv[i])) slots[s] = argv[i++];
+    else slots[s] = info->defaults[s];
+  }
+  if (info->hasRest) {
+    int start = i;
+    while (i < argc && !isDeclaredKey(info, argv[i])) i++;
+    slots[s++] = listFromArray(argv + start, size_t(i - start));
+  }
+  int keyBase = s;
+  for (int k = 0; k < info->nKeys; k++) slots[keyBase + k] = info->defaults[keyBase + k];
+  while (i < argc) {
+    Value key = argv[i];
+    if (!isKeyword(key)) {
+      if (info->nKeys == 0) throwArityError(info->name, argc, info->signature);
+      throwError("arity-error", info->name + ": unexpected argument " + toWriteString(key) +
+                                    " where a keyword (" + knownKeys(info) + ") was expected");
+    }
+    int k = 0;
+    while (k < info->nKeys && info->keys[k] != key) k++;
+    if (k == info->nKeys)
+      throwError("arity-error", info->name + ": unknown keyword " + toWriteString(key) + " (known: " +
+                                    knownKeys(info) + ")");
+    if (i + 1 >= argc) throwError("arity-error", info->name + ": keyword " + toWriteString(key) + " needs a value");
+    slots[keyBase + k] = argv[i + 1];
+    i += 2;
+  }
+  return slots;
+}
+
+void rethrowForeign(const PrimitiveInfo* info) {
+  auto fail = [&](std::string_view kind, std::string msg) {
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    Value err = makeError(intern(kind), msg, Value::nil());
+    err.as<ErrorObject>()->who = intern(info->name);
+    if (Interp* in = Interp::current()) err.as<ErrorObject>()->backtrace = in->backtrace();
+    throw PurpleException(err);
+  };
+  try {
+    throw;
+  } catch (const c10::Error& e) {
+    fail("tensor-error", e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    gcCollectNow();
+    fail("memory-error", "out of memory");
+  } catch (const std::exception& e) {
+    fail("error", e.what());
+  }
+}
+
+}  // namespace purple

@@ -1,0 +1,431 @@
+// The tree walker. Tail positions (if branches, the last form of a body, closure calls) loop
+// instead of recursing, so tail calls run in constant C++ stack. Each C++ activation of `eval`
+// owns a small frame buffer: a closure whose frame nobody can capture runs in it, without a
+// heap allocation per call.
+#include "interp/node.hpp"
+#include "interp/interp_state.hpp"
+#include "interp/equality.hpp"
+#include "interp/printer.hpp"
+#include "interp/gc.hpp"
+#include "interp/bind.hpp"
+#include <gc/gc.h>
+
+namespace purple {
+
+namespace {
+
+constexpr uint32_t kInlineSlots = 8;
+
+struct DepthRestore {
+  Interp& in;
+  ~DepthRestore() { in.depth--; }
+};
+
+[[noreturn]] void recursionTooDeep(Interp& in) {
+  in.depth--;
+  throwError("recursion-error", "recursion too deep (more than " + std::to_string(in.limits.maxDepth) +
+                                    " nested calls, or the C++ stack is nearly full)");
+}
+
+[[noreturn]] void unboundVariable(GlobalCell* cell) {
+  throwError("unbound-variable", "unbound variable: " + std::string(symbolName(cell->name)),
+             listFromArray(&cell->name, 1));
+}
+
+inline Frame* heapFrame(uint32_t size, Frame* parent) {
+  auto* f = static_cast<Frame*>(GC_MALLOC(sizeof(Frame) + (size ? size - 1 : 0) * sizeof(Value)));
+  if (!f) throw std::bad_alloc();
+  f->kind = Kind::Frame;
+  f->flags = 0;
+  f->small = 0;
+  f->extra = size;
+  f->parent = parent;
+  return f;
+}
+
+inline Frame* frameAt(Frame* env, uint32_t depth) {
+  while (depth--) env = env->parent;
+  return env;
+}
+
+// Arguments that need no call: constants and variables, evaluated without entering `eval`.
+inline Value evalSimple(Interp& in, Node* n, Frame* env) {
+  switch (n->op()) {
+    case Op::Const: return static_cast<ConstNode*>(n)->value;
+    case Op::Local0: return env->slots[static_cast<LocalNode*>(n)->index];
+    case Op::Local1: return env->parent->slots[static_cast<LocalNode*>(n)->index];
+    case Op::Global: {
+      auto* cell = static_cast<GlobalNode*>(n)->cell;
+      if (cell->value.isUnbound()) unboundVariable(cell);
+      return cell->value;
+    }
+    default: return in.eval(n, env);
+  }
+}
+
+bool isDeclaredKey(LambdaNode* l, Value v) {
+  if (!isKeyword(v)) return false;
+  for (uint32_t k = 0; k < l->nKeys; k++)
+    if (l->keyNames[k] == v) return true;
+  return false;
+}
+
+[[noreturn]] void closureArity(Value proc, int argc) {
+  auto* l = proc.as<Closure>()->code;
+  std::string expected = std::to_string(l->nRequired);
+  if (l->hasRest) expected = "at least " + expected;
+  else if (l->nOptional) expected += " to " + std::to_string(l->nRequired + l->nOptional);
+  throwArityError(describeProcedure(proc), argc, expected);
+}
+
+}  // namespace
+
+std::string describeProcedure(Value proc) {
+  if (proc.is(Kind::Closure)) {
+    Value n = proc.as<Closure>()->name;
+    return isSymbol(n) ? std::string(symbolName(n)) : "anonymous procedure";
+  }
+  if (proc.is(Kind::Primitive)) return primitiveName(proc);
+  return toWriteString(proc);
+}
+
+// Fills the frame of a call to closure `proc`: positional, optional, keyword and rest
+// parameters, then defaults (evaluated in the new frame, so they may use earlier parameters).
+static void bindClosureArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
+  LambdaNode* l = proc.as<Closure>()->code;
+  uint32_t nreq = l->nRequired;
+  if (!l->nOptional && !l->nKeys && !l->hasRest) {
+    if (uint32_t(argc) != nreq) closureArity(proc, argc);
+    for (uint32_t i = 0; i < nreq; i++) f->slots[i] = argv[i];
+    for (uint32_t i = nreq; i < l->frameSize; i++) f->slots[i] = Value::unbound();
+    return;
+  }
+  if (uint32_t(argc) < nreq) closureArity(proc, argc);
+  for (uint32_t i = 0; i < nreq; i++) f->slots[i] = argv[i];
+  int i = int(nreq);
+  uint32_t slot = nreq;
+  for (uint32_t k = 0; k < l->nOptional; k++, slot++) {
+    if (i < argc && !isDeclaredKey(l, argv[i])) f->slots[slot] = argv[i++];
+    else f->slots[slot] = Value::missing();
+  }
+  uint32_t keyBase = slot;
+  for (uint32_t k = 0; k < l->nKeys; k++) f->slots[keyBase + k] = Value::missing();
+  uint32_t restSlot = keyBase + l->nKeys;
+  if (l->hasRest) f->slots[restSlot] = listFromArray(argv + i, size_t(argc - i));
+  if (l->nKeys) {
+    for (int a = i; a < argc; a += 2) {
+      Value key = argv[a];
+      uint32_t k = 0;
+      while (k < l->nKeys && l->keyNames[k] != key) k++;
+      if (k == l->nKeys) {
+        if (l->hasRest) continue;
+        throwError("arity-error", describeProcedure(proc) + ": unknown keyword argument " + toWriteString(key),
+                   listFromArray(&key, 1));
+      }
+      if (a + 1 >= argc)
+        throwError("arity-error", describeProcedure(proc) + ": keyword " + toWriteString(key) + " needs a value");
+      f->slots[keyBase + k] = argv[a + 1];
+    }
+  } else if (!l->hasRest && i < argc) {
+    closureArity(proc, argc);
+  }
+  for (uint32_t s = restSlot + (l->hasRest ? 1 : 0); s < l->frameSize; s++) f->slots[s] = Value::unbound();
+  uint32_t nDefaults = l->nOptional + l->nKeys;
+  for (uint32_t d = 0; d < nDefaults; d++) {
+    Value& v = f->slots[nreq + d];
+    if (!v.isMissing()) continue;
+    v = l->defaults && l->defaults[d] ? in.eval(l->defaults[d], f) : Value::f();
+  }
+}
+
+static Value makeClosure(LambdaNode* l, Frame* env) {
+  auto* c = static_cast<Closure*>(GC_MALLOC(sizeof(Closure)));
+  if (!c) throw std::bad_alloc();
+  c->kind = Kind::Closure;
+  c->flags = 0;
+  c->small = 0;
+  c->extra = 0;
+  c->code = l;
+  c->env = env;
+  c->name = l->name;
+  return Value(c);
+}
+
+// Picks the clause of a case-lambda that accepts argc arguments.
+static Value selectCaseLambda(Value proc, int argc) {
+  auto* cl = proc.as<CaseLambda>();
+  for (uint32_t i = 0; i < cl->extra; i++) {
+    LambdaNode* l = cl->clauses[i].as<Closure>()->code;
+    if (uint32_t(argc) == l->nRequired || (l->hasRest && uint32_t(argc) >= l->nRequired)) return cl->clauses[i];
+  }
+  throwArityError(isSymbol(cl->name) ? std::string(symbolName(cl->name)) : "case-lambda", argc, "a matching clause");
+}
+
+// A primitive call whose arguments that are themselves calls of fresh-returning primitives
+// are released as soon as this primitive returns (when it keeps none of its arguments):
+// `(tensor-sum (tensor-relu (+ (* x 2) 1)))` frees each intermediate tensor right away, as
+// Python's reference counting would.
+static Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
+  auto* p = fn.as<Primitive>();
+  uint32_t argc = app->argc;
+  Value argvBuf[kInlineSlots];
+  Value* argv = argc <= kInlineSlots ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
+  uint32_t fresh = 0;
+  bool track = (p->flags & kPrimBorrowsArgs) && app->appArgMask;
+  for (uint32_t i = 0; i < argc; i++) {
+    Node* a = app->args[i];
+    if (track && ((app->appArgMask >> i) & 1)) {
+      auto* inner = static_cast<AppNode*>(a);
+      if (inner->fn->op() == Op::Global) {
+        Value g = static_cast<GlobalNode*>(inner->fn)->cell->value;
+        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) {
+          argv[i] = callPrimitiveApp(in, inner, g, env, rec);
+          fresh |= 1u << i;
+          continue;
+        }
+      }
+    }
+    argv[i] = evalSimple(in, a, env);
+  }
+  rec->node = app;
+  rec->proc = fn;
+  Value result = p->fn(in, argv, int(argc), p->info);
+  if (fresh) {
+    for (uint32_t i = 0; i < argc; i++)
+      if (((fresh >> i) & 1) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
+  }
+  return result;
+}
+
+void Interp::safePoint() {
+  stepsLeft = 1024;
+  if (interruptRequested_.load(std::memory_order_relaxed)) {
+    interruptRequested_.store(false);
+    throw PurpleInterrupt(makeError(intern("interrupt"), "interrupted", Value::nil()));
+  }
+  if (gcFinalizersPending()) gcRunFinalizers();
+  if (limits.maxSteps > 0) {
+    if (stepBudgetLeft <= 1024) {
+      throw PurpleInterrupt(makeError(intern("step-limit"), "step budget exhausted (" +
+                                      std::to_string(limits.maxSteps) + " steps)", Value::nil()));
+    }
+    stepBudgetLeft -= 1024;
+  }
+  if (hasDeadline && std::chrono::steady_clock::now() > deadline) {
+    throw PurpleInterrupt(makeError(intern("time-limit"), "time budget exhausted", Value::nil()));
+  }
+}
+
+void Interp::checkInterrupt() { safePoint(); }
+
+Value Interp::eval(Node* node, Frame* env) {
+  if (++depth > limits.maxDepth || reinterpret_cast<char*>(__builtin_frame_address(0)) < stackLimit)
+    recursionTooDeep(*this);
+  DepthRestore restore{*this};
+  CallRecord* rec = &callStack[depth];
+  rec->node = node;
+  rec->proc = Value::f();
+  alignas(16) char frameStore[sizeof(Frame) + kInlineSlots * sizeof(Value)];
+
+  for (;;) {
+    switch (node->op()) {
+      case Op::Const:
+        return static_cast<ConstNode*>(node)->value;
+      case Op::Local0:
+        return env->slots[static_cast<LocalNode*>(node)->index];
+      case Op::Local1:
+        return env->parent->slots[static_cast<LocalNode*>(node)->index];
+      case Op::LocalN: {
+        auto* n = static_cast<LocalNode*>(node);
+        return frameAt(env, n->depth)->slots[n->index];
+      }
+      case Op::LocalChecked: {
+        auto* n = static_cast<LocalNode*>(node);
+        Value v = frameAt(env, n->depth)->slots[n->index];
+        if (v.isUnbound())
+          throwError("unbound-variable", "variable " + std::string(symbolName(n->name)) + " used before its definition",
+                     listFromArray(&n->name, 1));
+        return v;
+      }
+      case Op::Global: {
+        auto* cell = static_cast<GlobalNode*>(node)->cell;
+        if (cell->value.isUnbound()) unboundVariable(cell);
+        return cell->value;
+      }
+      case Op::SetLocal: {
+        auto* n = static_cast<SetLocalNode*>(node);
+        Value v = evalSimple(*this, n->value, env);
+        frameAt(env, n->depth)->slots[n->index] = v;
+        return Value::unspecified();
+      }
+      case Op::SetGlobal: {
+        auto* n = static_cast<SetGlobalNode*>(node);
+        if (n->cell->value.isUnbound()) {
+          throwError("unbound-variable", "set!: unbound variable " + std::string(symbolName(n->cell->name)),
+                     listFromArray(&n->cell->name, 1));
+        }
+        Value v = evalSimple(*this, n->value, env);
+        n->cell->value = v;
+        return Value::unspecified();
+      }
+      case Op::DefineGlobal: {
+        auto* n = static_cast<SetGlobalNode*>(node);
+        Value v = evalSimple(*this, n->value, env);
+        n->cell->value = v;
+        return Value::unspecified();
+      }
+      case Op::If: {
+        auto* n = static_cast<IfNode*>(node);
+        node = evalSimple(*this, n->test, env).isTrue() ? n->then : n->otherwise;
+        continue;
+      }
+      case Op::Seq: {
+        auto* n = static_cast<SeqNode*>(node);
+        for (uint32_t i = 0; i + 1 < n->count; i++) evalSimple(*this, n->items[i], env);
+        node = n->items[n->count - 1];
+        continue;
+      }
+      case Op::And: {
+        auto* n = static_cast<SeqNode*>(node);
+        uint32_t i = 0;
+        for (; i + 1 < n->count; i++)
+          if (evalSimple(*this, n->items[i], env).isFalse()) return Value::f();
+        node = n->items[i];
+        continue;
+      }
+      case Op::Or: {
+        auto* n = static_cast<SeqNode*>(node);
+        uint32_t i = 0;
+        for (; i + 1 < n->count; i++) {
+          Value v = evalSimple(*this, n->items[i], env);
+          if (v.isTrue()) return v;
+        }
+        node = n->items[i];
+        continue;
+      }
+      case Op::Let: {
+        auto* n = static_cast<LetNode*>(node);
+        for (uint32_t i = 0; i < n->count; i++) env->slots[n->slots[i]] = evalSimple(*this, n->inits[i], env);
+        node = n->body;
+        continue;
+      }
+      case Op::Lambda:
+        return makeClosure(static_cast<LambdaNode*>(node), env);
+      case Op::Case: {
+        auto* n = static_cast<CaseNode*>(node);
+        Value key = evalSimple(*this, n->key, env);
+        env->slots[n->keySlot] = key;
+        Node* next = n->otherwise;
+        for (uint32_t c = 0; c < n->count && next == n->otherwise; c++)
+          for (Value d = n->data[c]; isPair(d); d = cdr(d))
+            if (eqv(car(d), key)) {
+              next = n->bodies[c];
+              break;
+            }
+        if (!next) return Value::unspecified();
+        node = next;
+        continue;
+      }
+      case Op::Guard: {
+        auto* n = static_cast<GuardNode*>(node);
+        Value saved = st->handlers;
+        st->handlers = cons(Value::f(), saved);   // #f marks a guard: raise unwinds to it
+        try {
+          Value v = eval(n->body, env);
+          st->handlers = saved;
+          return v;
+        } catch (const PurpleInterrupt&) {
+          st->handlers = saved;
+          throw;
+        } catch (const PurpleException& e) {
+          st->handlers = saved;
+          env->slots[n->slot] = e.payload();
+        } catch (...) {
+          st->handlers = saved;
+          throw;
+        }
+        node = n->handler;
+        continue;
+      }
+      case Op::Reraise:
+        raise(env->slots[static_cast<ReraiseNode*>(node)->slot], true);
+      case Op::App: {
+        auto* app = static_cast<AppNode*>(node);
+        Value fn = evalSimple(*this, app->fn, env);
+        if (fn.is(Kind::Primitive)) return callPrimitiveApp(*this, app, fn, env, rec);
+        uint32_t argc = app->argc;
+        Value argvBuf[kInlineSlots];
+        Value* argv = argc <= kInlineSlots ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
+        for (uint32_t i = 0; i < argc; i++) argv[i] = evalSimple(*this, app->args[i], env);
+        rec->node = app;
+        rec->proc = fn;
+        if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
+        if (!fn.is(Kind::Closure)) return apply(fn, argv, int(argc));
+        LambdaNode* l = fn.as<Closure>()->code;
+        Frame* f;
+        if (l->heapFrame || l->frameSize > kInlineSlots) {
+          f = heapFrame(l->frameSize, fn.as<Closure>()->env);
+        } else {
+          f = reinterpret_cast<Frame*>(frameStore);
+          f->kind = Kind::Frame;
+          f->extra = l->frameSize;
+          f->parent = fn.as<Closure>()->env;
+        }
+        bindClosureArgs(*this, fn, f, argv, int(argc));
+        if (--stepsLeft <= 0) safePoint();
+        env = f;
+        node = l->body;
+        continue;
+      }
+      default:
+        throwError("internal-error", "unknown node");
+    }
+  }
+}
+
+Value Interp::apply(Value fn, const Value* argv, int argc) {
+  if (!fn.isObject()) throwError("type-error", "attempt to call a non-procedure: " + toWriteString(fn), listFromArray(&fn, 1));
+  switch (fn.obj()->kind) {
+    case Kind::Primitive: {
+      Value buf[kInlineSlots];
+      Value* args = argc <= int(kInlineSlots) ? buf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
+      for (int i = 0; i < argc; i++) args[i] = argv[i];
+      auto* p = fn.as<Primitive>();
+      return p->fn(*this, args, argc, p->info);
+    }
+    case Kind::CaseLambda:
+      return apply(selectCaseLambda(fn, argc), argv, argc);
+    case Kind::Closure: {
+      LambdaNode* l = fn.as<Closure>()->code;
+      alignas(16) char store[sizeof(Frame) + kInlineSlots * sizeof(Value)];
+      Frame* f;
+      if (l->heapFrame || l->frameSize > kInlineSlots) {
+        f = heapFrame(l->frameSize, fn.as<Closure>()->env);
+      } else {
+        f = reinterpret_cast<Frame*>(store);
+        f->kind = Kind::Frame;
+        f->extra = l->frameSize;
+        f->parent = fn.as<Closure>()->env;
+      }
+      bindClosureArgs(*this, fn, f, argv, argc);
+      if (--stepsLeft <= 0) safePoint();
+      return eval(l->body, f);
+    }
+    case Kind::Continuation: {
+      auto* k = fn.as<Continuation>();
+      if (!k->valid)
+        throwError("error", "continuation invoked after its extent ended (Purple supports escaping continuations only)");
+      throw ContinuationInvoked{k->id, Root(makeValues(argv, size_t(argc)))};
+    }
+    case Kind::Parameter: {
+      auto* p = fn.as<Parameter>();
+      if (argc == 0) return p->value;
+      p->value = argv[0];
+      return Value::unspecified();
+    }
+    default:
+      return applyExtension(fn, argv, argc);
+  }
+}
+
+}  // namespace purple

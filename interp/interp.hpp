@@ -1,0 +1,136 @@
+// The interpreter's internal state. The public embedding class purple::Interpreter
+// (include/purple/purple.hpp) wraps one of these; builtins receive it as `Interp&`.
+#pragma once
+#include "interp/value.hpp"
+#include "interp/error.hpp"
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+#include <gc/gc_allocator.h>
+
+namespace purple {
+
+struct Node;
+struct LambdaNode;
+struct Scope;
+struct SourcePos { Value file; int line = 0; int col = 0; };   // file: string or #f
+
+// Where a piece of code came from: the reader records positions of pairs in this table while
+// one form is read, and the analyzer consults it while the same form is compiled.
+using PositionTable = std::unordered_map<const Object*, SourcePos>;
+
+struct Frame : Object {           // extra = slot count
+  Frame* parent;
+  Value slots[1];
+};
+
+struct Limits {
+  bool allowFiles = true;         // open-*-file, load, delete-file ...
+  bool allowProcess = true;       // exit, system, command-line
+  bool allowEnvironment = true;   // get-environment-variable(s)
+  int64_t maxSteps = 0;           // 0: unlimited
+  double maxSeconds = 0;          // 0: unlimited
+  int64_t maxTensorBytes = 0;     // 0: unlimited
+  int64_t maxDepth = 400000;      // nested evaluations before "recursion too deep"
+};
+
+std::string primitiveName(Value prim);
+
+class Interp {
+ public:
+  Interp();
+  ~Interp();
+  Interp(const Interp&) = delete;
+  Interp& operator=(const Interp&) = delete;
+
+  // ---- evaluation ----
+  Value evalString(std::string_view text, std::string_view sourceName = "<string>");
+  Value evalForm(Value form, PositionTable* positions = nullptr);
+  Value loadFile(const std::string& path);
+  Value apply(Value proc, const Value* argv, int argc);
+  Value apply(Value proc, std::initializer_list<Value> args) {
+    return apply(proc, args.begin(), int(args.size()));
+  }
+  Value eval(Node* node, Frame* env);   // the tree walker (eval.cpp)
+
+  // ---- globals ----
+  GlobalCell* globalCell(Value symbol);             // created unbound on first use
+  GlobalCell* findGlobal(Value symbol) const;       // nullptr if never mentioned
+  void defineGlobal(std::string_view name, Value v, Value doc = Value::f());
+  Value lookupGlobal(std::string_view name) const;  // unbound() if absent
+  template <class F> void forEachGlobal(F f) const {
+    for (auto& kv : *globals_) f(kv.second);
+  }
+
+  // ---- errors and dynamic state ----
+  [[noreturn]] void raise(Value payload, bool continuable = false);
+  Value raiseContinuable(Value payload);
+  Value backtrace() const;                          // list of strings, innermost first
+  std::string formatError(Value payload) const;     // message, position, backtrace
+  void checkInterrupt();                            // throws PurpleInterrupt when asked
+  void requestInterrupt() { interruptRequested_.store(true, std::memory_order_relaxed); }
+
+  // ---- output ----
+  Value currentOutputPort();
+  Value currentErrorPort();
+  Value currentInputPort();
+
+  // ---- configuration ----
+  Limits limits;
+  std::vector<std::string> commandLine;
+  std::vector<std::string> libraryPath;            // for define-library / import
+  static Interp* current();                         // the interpreter running on this thread
+
+  // State the evaluator and builtins share. Kept in GC-visible memory (see gc rules).
+  struct State;
+  State* st;
+
+  // ---- evaluator internals (public for eval.cpp / analyzer.cpp helpers) ----
+  struct CallRecord { Node* node; Value proc; };
+  CallRecord* callStack;          // shadow stack for backtraces (GC-visible memory)
+  int64_t depth = 0;
+  char* stackLimit = nullptr;     // below this address: "recursion too deep"
+  std::atomic<bool> interruptRequested_{false};
+  std::atomic<int> pendingWork{0};       // set by other threads/GC: poll at safe points
+  int64_t stepsLeft = 1024;        // closure calls until the next safe point
+  int64_t stepBudgetLeft = 0;      // for limits.maxSteps
+  static constexpr int64_t kMaxDepthCap = 1000000;
+  void ensureStackLimit();         // computes stackLimit for the calling thread
+  void resetBudgets();             // re-arms step and time budgets from `limits`
+  // Applying values that are not closures or primitives (nn modules, host objects).
+  Value applyExtension(Value fn, const Value* argv, int argc);
+  static Value (*extensionApplyHook)(Interp&, Value fn, const Value* argv, int argc);
+  std::chrono::steady_clock::time_point deadline;
+  bool hasDeadline = false;
+  uint64_t nextContinuationId = 1;
+
+  void safePoint();               // run finalizers / collect when tensor memory asks for it
+
+  // ---- libraries (library.cpp) ----
+  bool libraryAvailable(Value name);
+  void importLibrary(Value importSet);
+  void defineLibrary(Value form, PositionTable* positions);
+  std::string resolveRelative(const std::string& path, const SourcePos& from);
+
+ private:
+  using GlobalMap = std::unordered_map<const Object*, GlobalCell*, std::hash<const Object*>,
+                                       std::equal_to<const Object*>,
+                                       traceable_allocator<std::pair<const Object* const, GlobalCell*>>>;
+  GlobalMap* globals_;
+  friend struct Analyzer;
+};
+
+// RAII: marks `interp` as the one running on this thread (for builtins that need it from
+// callbacks), restoring the previous one on exit.
+class InterpScope {
+ public:
+  explicit InterpScope(Interp* i);
+  ~InterpScope();
+ private:
+  Interp* prev_;
+};
+
+}  // namespace purple

@@ -1,0 +1,75 @@
+// The node tree: what the analyzer makes of a form once, and the evaluator walks many times.
+// Variables are resolved to lexical addresses (frame depth, slot) or to a global cell; macros
+// are already expanded. Nodes are GC objects (closures point at their LambdaNode).
+#pragma once
+#include "interp/interp.hpp"
+#include "interp/value.hpp"
+
+namespace purple {
+
+enum class Op : uint16_t {
+  Const, Local0, Local1, LocalN, LocalChecked, Global,
+  SetLocal, SetGlobal, DefineGlobal,
+  If, Seq, Lambda, App, And, Or, Let, Case, Guard, Reraise,
+};
+
+struct Node : Object {
+  Op op() const { return Op(small); }
+};
+
+struct ConstNode : Node { Value value; };
+struct LocalNode : Node { uint32_t depth, index; Value name; };
+struct GlobalNode : Node { GlobalCell* cell; };
+struct SetLocalNode : Node { uint32_t depth, index; Node* value; };
+struct SetGlobalNode : Node { GlobalCell* cell; Node* value; };   // also DefineGlobal
+struct IfNode : Node { Node* test; Node* then; Node* otherwise; };
+struct SeqNode : Node { uint32_t count; Node* items[1]; };          // also And, Or
+struct LetNode : Node {             // flattened let: slots in the current frame
+  uint32_t count;
+  Node* body;
+  uint32_t* slots;
+  Node** inits;
+};
+struct CaseNode : Node {
+  Node* key;
+  uint32_t keySlot;                  // key kept in a slot for `=>` clauses
+  uint32_t count;
+  Value* data;                       // per clause: list of data
+  Node** bodies;
+  Node* otherwise;                   // else body, or nullptr (unspecified)
+};
+struct GuardNode : Node {
+  Node* body;
+  uint32_t slot;                     // where the condition is bound (current frame)
+  Node* handler;                     // cond clauses; falls through to a Reraise node
+};
+struct ReraiseNode : Node { uint32_t slot; };
+
+struct LambdaNode : Node {
+  uint32_t nRequired, nOptional, nKeys;
+  bool hasRest;
+  bool heapFrame;                    // a closure or promise may capture the frame
+  uint32_t frameSize;                // parameters + flattened locals
+  Value* keyNames;                   // keywords
+  Node** defaults;                   // per optional then key parameter: expression or nullptr
+  Node* body;
+  Value name;                        // symbol or #f
+  Value doc;                         // docstring (first body form when more follow) or #f
+  SourcePos pos;
+};
+
+struct AppNode : Node {
+  Node* fn;
+  uint32_t argc;
+  uint32_t appArgMask;               // bit i: argument i is itself an application
+  SourcePos pos;
+  Node* args[1];
+};
+
+// Analysis entry points (analyzer.cpp).
+Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize);
+
+std::string primitiveName(Value prim);
+std::string describeProcedure(Value proc);   // for backtraces: "fib", "tensor-add", "lambda"
+
+}  // namespace purple

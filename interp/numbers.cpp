@@ -1,0 +1,631 @@
+// Numeric tower. Fixnum arithmetic is inline and overflow-checked; everything exact beyond it
+// goes through GMP (mpz for integers, mpq for rationals) on the slow path. Bignum limbs are
+// stored inside GC objects, so GMP's own allocator is never replaced (a host may use GMP too).
+#include "interp/numbers.hpp"
+#include "interp/error.hpp"
+#include "interp/printer.hpp"
+#include "interp/tensor_hooks.hpp"
+#include <gmp.h>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace purple {
+
+namespace {
+
+struct Z {
+  mpz_t z;
+  Z() { mpz_init(z); }
+  ~Z() { mpz_clear(z); }
+  Z(const Z&) = delete;
+};
+struct Q {
+  mpq_t q;
+  Q() { mpq_init(q); }
+  ~Q() { mpq_clear(q); }
+  Q(const Q&) = delete;
+};
+
+void setZ(mpz_t z, Value v) {
+  if (v.isFixnum()) {
+    mpz_set_si(z, long(v.fixnum()));
+    return;
+  }
+  auto* b = v.as<Bignum>();
+  size_t n = b->extra;
+  mp_limb_t* d = mpz_limbs_write(z, long(n));
+  std::memcpy(d, b->limbs, n * sizeof(mp_limb_t));
+  mpz_limbs_finish(z, b->small ? -long(n) : long(n));
+}
+
+Value fromZ(const mpz_t z) {
+  if (mpz_fits_slong_p(z)) {
+    long v = mpz_get_si(z);
+    if (Value::fitsFixnum(v)) return Value::fixnum(v);
+  }
+  size_t n = mpz_size(z);
+  auto* b = static_cast<Bignum*>(gcAllocAtomic(sizeof(Bignum) + (n ? n - 1 : 0) * sizeof(uint64_t)));
+  b->kind = Kind::Bignum;
+  b->flags = 0;
+  b->small = mpz_sgn(z) < 0 ? 1 : 0;
+  b->extra = uint32_t(n);
+  std::memcpy(b->limbs, mpz_limbs_read(z), n * sizeof(mp_limb_t));
+  return Value(b);
+}
+
+void setQ(mpq_t q, Value v) {
+  if (isRatnum(v)) {
+    setZ(mpq_numref(q), v.as<Ratnum>()->num);
+    setZ(mpq_denref(q), v.as<Ratnum>()->den);
+  } else {
+    setZ(mpq_numref(q), v);
+    mpz_set_ui(mpq_denref(q), 1);
+  }
+}
+
+Value fromQ(mpq_t q) {
+  mpq_canonicalize(q);
+  if (mpz_cmp_ui(mpq_denref(q), 1) == 0) return fromZ(mpq_numref(q));
+  auto* r = static_cast<Ratnum*>(gcAlloc(sizeof(Ratnum)));
+  r->kind = Kind::Ratnum;
+  r->flags = 0;
+  r->small = 0;
+  r->extra = 0;
+  r->num = fromZ(mpq_numref(q));
+  r->den = fromZ(mpq_denref(q));
+  return Value(r);
+}
+
+[[noreturn]] void notANumber(const char* who, int index, Value v) { throwTypeError(who, index, "a number", v); }
+
+// Which representation an operation on a and b runs in.
+enum class Rep { Fix, Int, Rat, Flo };
+Rep repOf(Value v, const char* who, int index) {
+  if (v.isFixnum()) return Rep::Fix;
+  if (v.isObject()) {
+    switch (v.obj()->kind) {
+      case Kind::Flonum: return Rep::Flo;
+      case Kind::Bignum: return Rep::Int;
+      case Kind::Ratnum: return Rep::Rat;
+      default: break;
+    }
+  }
+  notANumber(who, index, v);
+}
+Rep joinRep(Rep a, Rep b) { return a > b ? a : b; }
+
+}  // namespace
+
+Value bignumFromInt64(int64_t i) {
+  Z z;
+  mpz_set_si(z.z, long(i));
+  return fromZ(z.z);
+}
+Value bignumFromUint64(uint64_t u) {
+  Z z;
+  mpz_set_ui(z.z, (unsigned long)u);
+  return fromZ(z.z);
+}
+
+double toDouble(Value a) {
+  if (a.isFixnum()) return double(a.fixnum());
+  if (isFlonum(a)) return flonumValue(a);
+  if (isBignum(a)) {
+    Z z;
+    setZ(z.z, a);
+    return mpz_get_d(z.z);
+  }
+  if (isRatnum(a)) {
+    Q q;
+    setQ(q.q, a);
+    return mpq_get_d(q.q);
+  }
+  notANumber("inexact", 1, a);
+}
+
+void requireNumber(Value v, const char* who, int argIndex) {
+  if (!isNumber(v)) notANumber(who, argIndex, v);
+}
+void requireInteger(Value v, const char* who, int argIndex) {
+  if (!numIsInteger(v)) throwTypeError(who, argIndex, "an integer", v);
+}
+
+bool numIsExact(Value a) { return a.isFixnum() || isBignum(a) || isRatnum(a); }
+bool numIsInteger(Value a) {
+  if (isExactInteger(a)) return true;
+  if (isFlonum(a)) {
+    double d = flonumValue(a);
+    return std::isfinite(d) && d == std::floor(d);
+  }
+  return false;
+}
+
+#define TENSOR_DISPATCH(op, a, b) \
+  if (isTensor(a) || isTensor(b)) return tensorBinary(op, a, b);
+
+Value numAdd(Value a, Value b) {
+  if (a.isFixnum() && b.isFixnum()) return makeInteger(a.fixnum() + b.fixnum());
+  TENSOR_DISPATCH(TensorBinary::Add, a, b)
+  switch (joinRep(repOf(a, "+", 1), repOf(b, "+", 2))) {
+    case Rep::Flo: return makeFlonum(toDouble(a) + toDouble(b));
+    case Rep::Rat: {
+      Q x, y;
+      setQ(x.q, a);
+      setQ(y.q, b);
+      mpq_add(x.q, x.q, y.q);
+      return fromQ(x.q);
+    }
+    default: {
+      Z x, y;
+      setZ(x.z, a);
+      setZ(y.z, b);
+      mpz_add(x.z, x.z, y.z);
+      return fromZ(x.z);
+    }
+  }
+}
+
+Value numSub(Value a, Value b) {
+  if (a.isFixnum() && b.isFixnum()) return makeInteger(a.fixnum() - b.fixnum());
+  TENSOR_DISPATCH(TensorBinary::Sub, a, b)
+  switch (joinRep(repOf(a, "-", 1), repOf(b, "-", 2))) {
+    case Rep::Flo: return makeFlonum(toDouble(a) - toDouble(b));
+    case Rep::Rat: {
+      Q x, y;
+      setQ(x.q, a);
+      setQ(y.q, b);
+      mpq_sub(x.q, x.q, y.q);
+      return fromQ(x.q);
+    }
+    default: {
+      Z x, y;
+      setZ(x.z, a);
+      setZ(y.z, b);
+      mpz_sub(x.z, x.z, y.z);
+      return fromZ(x.z);
+    }
+  }
+}
+
+Value numMul(Value a, Value b) {
+  if (a.isFixnum() && b.isFixnum()) {
+    int64_t r;
+    if (!__builtin_mul_overflow(a.fixnum(), b.fixnum(), &r)) return makeInteger(r);
+  }
+  TENSOR_DISPATCH(TensorBinary::Mul, a, b)
+  switch (joinRep(repOf(a, "*", 1), repOf(b, "*", 2))) {
+    case Rep::Flo: return makeFlonum(toDouble(a) * toDouble(b));
+    case Rep::Rat: {
+      Q x, y;
+      setQ(x.q, a);
+      setQ(y.q, b);
+      mpq_mul(x.q, x.q, y.q);
+      return fromQ(x.q);
+    }
+    default: {
+      Z x, y;
+      setZ(x.z, a);
+      setZ(y.z, b);
+      mpz_mul(x.z, x.z, y.z);
+      return fromZ(x.z);
+    }
+  }
+}
+
+Value numDiv(Value a, Value b) {
+  TENSOR_DISPATCH(TensorBinary::Div, a, b)
+  Rep r = joinRep(repOf(a, "/", 1), repOf(b, "/", 2));
+  if (r == Rep::Flo) return makeFlonum(toDouble(a) / toDouble(b));
+  if (numIsZero(b)) throwError("error", "/: division by zero", listFromArray(&a, 1));
+  if (a.isFixnum() && b.isFixnum() && a.fixnum() % b.fixnum() == 0) return makeInteger(a.fixnum() / b.fixnum());
+  Q x, y;
+  setQ(x.q, a);
+  setQ(y.q, b);
+  mpq_div(x.q, x.q, y.q);
+  return fromQ(x.q);
+}
+
+Value numNegate(Value a) {
+  if (a.isFixnum()) return makeInteger(-a.fixnum());
+  if (isTensor(a)) return tensorUnary(TensorUnary::Neg, a);
+  return numSub(Value::fixnum(0), a);
+}
+
+bool numIsZero(Value a) {
+  if (a.isFixnum()) return a.fixnum() == 0;
+  if (isFlonum(a)) return flonumValue(a) == 0.0;
+  return false;   // bignums and ratnums are never zero
+}
+
+int numSign(Value a) {
+  if (a.isFixnum()) return (a.fixnum() > 0) - (a.fixnum() < 0);
+  if (isFlonum(a)) return (flonumValue(a) > 0) - (flonumValue(a) < 0);
+  if (isBignum(a)) return a.as<Bignum>()->small ? -1 : 1;
+  if (isRatnum(a)) return numSign(a.as<Ratnum>()->num);
+  notANumber("sign", 1, a);
+}
+
+int numCompare(Value a, Value b, const char* who) {
+  if (a.isFixnum() && b.isFixnum()) return (a.fixnum() > b.fixnum()) - (a.fixnum() < b.fixnum());
+  Rep ra = repOf(a, who, 1), rb = repOf(b, who, 2);
+  if (ra == Rep::Flo && rb == Rep::Flo) {
+    double x = flonumValue(a), y = flonumValue(b);
+    return (x > y) - (x < y);
+  }
+  // Mixed exact/inexact compares exactly, so 2^53+1 and 2^53 (as a flonum) differ.
+  if (ra == Rep::Flo || rb == Rep::Flo) {
+    double d = ra == Rep::Flo ? flonumValue(a) : flonumValue(b);
+    if (std::isinf(d)) {
+      int s = d > 0 ? 1 : -1;
+      return ra == Rep::Flo ? s : -s;
+    }
+  }
+  Q x, y;
+  if (ra == Rep::Flo) mpq_set_d(x.q, flonumValue(a)); else setQ(x.q, a);
+  if (rb == Rep::Flo) mpq_set_d(y.q, flonumValue(b)); else setQ(y.q, b);
+  int c = mpq_cmp(x.q, y.q);
+  return (c > 0) - (c < 0);
+}
+
+static bool isNan(Value v) { return isFlonum(v) && std::isnan(flonumValue(v)); }
+
+bool numLess(Value a, Value b, const char* who) {
+  if (a.isFixnum() && b.isFixnum()) return a.fixnum() < b.fixnum();
+  if (isNan(a) || isNan(b)) {
+    repOf(a, who, 1);
+    repOf(b, who, 2);
+    return false;
+  }
+  return numCompare(a, b, who) < 0;
+}
+
+bool numEq(Value a, Value b, const char* who) {
+  if (a.isFixnum() && b.isFixnum()) return a == b;
+  if (isNan(a) || isNan(b)) {
+    repOf(a, who, 1);
+    repOf(b, who, 2);
+    return false;
+  }
+  return numCompare(a, b, who) == 0;
+}
+
+Value numExact(Value a) {
+  if (numIsExact(a)) return a;
+  if (!isFlonum(a)) notANumber("exact", 1, a);
+  double d = flonumValue(a);
+  if (!std::isfinite(d)) throwError("error", "exact: no exact representation of " + formatFlonum(d));
+  if (d == std::floor(d) && std::fabs(d) < 9.2e18) return makeInteger(int64_t(d));
+  Q q;
+  mpq_set_d(q.q, d);
+  return fromQ(q.q);
+}
+
+Value numInexact(Value a) {
+  if (isFlonum(a)) return a;
+  return makeFlonum(toDouble(a));
+}
+
+// Integer division family: exact when both are exact integers, else on doubles.
+static Value intDivide(Value a, Value b, const char* who, int kind) {
+  requireInteger(a, who, 1);
+  requireInteger(b, who, 2);
+  if (numIsZero(b)) throwError("error", std::string(who) + ": division by zero", listFromArray(&a, 1));
+  if (isFlonum(a) || isFlonum(b)) {
+    double x = toDouble(a), y = toDouble(b);
+    double r = kind == 0 ? std::trunc(x / y) : kind == 1 ? std::fmod(x, y) : x - y * std::floor(x / y);
+    return makeFlonum(r);
+  }
+  if (a.isFixnum() && b.isFixnum()) {
+    int64_t x = a.fixnum(), y = b.fixnum();
+    if (kind == 0) return makeInteger(x / y);
+    int64_t r = x % y;
+    if (kind == 2 && r != 0 && ((r < 0) != (y < 0))) r += y;
+    return makeInteger(r);
+  }
+  Z x, y, r;
+  setZ(x.z, a);
+  setZ(y.z, b);
+  if (kind == 0) mpz_tdiv_q(r.z, x.z, y.z);
+  else if (kind == 1) mpz_tdiv_r(r.z, x.z, y.z);
+  else mpz_fdiv_r(r.z, x.z, y.z);
+  return fromZ(r.z);
+}
+
+Value numQuotient(Value a, Value b, const char* who) { return intDivide(a, b, who, 0); }
+Value numRemainder(Value a, Value b, const char* who) { return intDivide(a, b, who, 1); }
+Value numModulo(Value a, Value b, const char* who) { return intDivide(a, b, who, 2); }
+
+Value numGcd(Value a, Value b) {
+  requireInteger(a, "gcd", 1);
+  requireInteger(b, "gcd", 2);
+  if (isFlonum(a) || isFlonum(b)) {
+    double x = std::fabs(toDouble(a)), y = std::fabs(toDouble(b));
+    while (y != 0) {
+      double t = std::fmod(x, y);
+      x = y;
+      y = t;
+    }
+    return makeFlonum(x);
+  }
+  Z x, y;
+  setZ(x.z, a);
+  setZ(y.z, b);
+  mpz_gcd(x.z, x.z, y.z);
+  return fromZ(x.z);
+}
+
+Value numExpt(Value base, Value e) {
+  if (isTensor(base) || isTensor(e)) return tensorBinary(TensorBinary::Pow, base, e);
+  requireNumber(base, "expt", 1);
+  requireNumber(e, "expt", 2);
+  if (isExactInteger(e) && numIsExact(base)) {
+    if (isBignum(e)) {
+      if (base == Value::fixnum(1) || base == Value::fixnum(0)) return base;
+      if (base == Value::fixnum(-1)) {
+        Z z;
+        setZ(z.z, e);
+        return Value::fixnum(mpz_odd_p(z.z) ? -1 : 1);
+      }
+      throwError("error", "expt: exponent too large");
+    }
+    int64_t n = e.fixnum();
+    if (n < 0 && numIsZero(base)) throwError("error", "expt: division by zero");
+    Q q;
+    setQ(q.q, base);
+    unsigned long k = (unsigned long)(n < 0 ? -n : n);
+    mpz_pow_ui(mpq_numref(q.q), mpq_numref(q.q), k);
+    mpz_pow_ui(mpq_denref(q.q), mpq_denref(q.q), k);
+    if (n < 0) mpq_inv(q.q, q.q);
+    return fromQ(q.q);
+  }
+  double x = toDouble(base), y = toDouble(e);
+  return makeFlonum(std::pow(x, y));
+}
+
+Value numExactIntegerSqrt(Value a, Value* remainder) {
+  if (!isExactInteger(a) || numSign(a) < 0) throwTypeError("exact-integer-sqrt", 1, "a non-negative exact integer", a);
+  Z x, s, r;
+  setZ(x.z, a);
+  mpz_sqrtrem(s.z, r.z, x.z);
+  if (remainder) *remainder = fromZ(r.z);
+  return fromZ(s.z);
+}
+
+Value numSqrt(Value a) {
+  if (isTensor(a)) return tensorUnary(TensorUnary::Sqrt, a);
+  requireNumber(a, "sqrt", 1);
+  if (isExactInteger(a) && numSign(a) >= 0) {
+    Value rem;
+    Value s = numExactIntegerSqrt(a, &rem);
+    if (numIsZero(rem)) return s;
+  }
+  if (isRatnum(a) && numSign(a) > 0) {
+    Value rn, rd;
+    Value sn = numExactIntegerSqrt(a.as<Ratnum>()->num, &rn);
+    Value sd = numExactIntegerSqrt(a.as<Ratnum>()->den, &rd);
+    if (numIsZero(rn) && numIsZero(rd)) return numDiv(sn, sd);
+  }
+  return makeFlonum(std::sqrt(toDouble(a)));
+}
+
+static Value roundRational(Value a, int mode) {   // 0 floor, 1 ceiling, 2 truncate, 3 round
+  Q q;
+  setQ(q.q, a);
+  Z r;
+  if (mode == 0) mpz_fdiv_q(r.z, mpq_numref(q.q), mpq_denref(q.q));
+  else if (mode == 1) mpz_cdiv_q(r.z, mpq_numref(q.q), mpq_denref(q.q));
+  else if (mode == 2) mpz_tdiv_q(r.z, mpq_numref(q.q), mpq_denref(q.q));
+  else {
+    // round half to even: floor(x + 1/2), then fix exact halves to the even neighbour
+    Z twice, den2;
+    mpz_mul_2exp(twice.z, mpq_numref(q.q), 1);
+    mpz_add(twice.z, twice.z, mpq_denref(q.q));
+    mpz_mul_2exp(den2.z, mpq_denref(q.q), 1);
+    mpz_fdiv_q(r.z, twice.z, den2.z);
+    if (mpz_cmp_ui(mpq_denref(q.q), 2) == 0 && mpz_odd_p(r.z)) mpz_sub_ui(r.z, r.z, 1);
+  }
+  return fromZ(r.z);
+}
+
+#define ROUNDING(name, mode, fn, tensorOp)                                  \
+  Value name(Value a) {                                                     \
+    if (isExactInteger(a)) return a;                                        \
+    if (isFlonum(a)) return makeFlonum(fn(flonumValue(a)));                 \
+    if (isRatnum(a)) return roundRational(a, mode);                         \
+    if (isTensor(a)) return tensorUnary(TensorUnary::tensorOp, a);          \
+    notANumber(#name, 1, a);                                                \
+  }
+ROUNDING(numFloor, 0, std::floor, Floor)
+ROUNDING(numCeiling, 1, std::ceil, Ceiling)
+ROUNDING(numTruncate, 2, std::trunc, Truncate)
+ROUNDING(numRound, 3, std::nearbyint, Round)
+
+Value numNumerator(Value a) {
+  if (isRatnum(a)) return a.as<Ratnum>()->num;
+  if (isExactInteger(a)) return a;
+  if (isFlonum(a)) return numInexact(numNumerator(numExact(a)));
+  notANumber("numerator", 1, a);
+}
+Value numDenominator(Value a) {
+  if (isRatnum(a)) return a.as<Ratnum>()->den;
+  if (isExactInteger(a)) return Value::fixnum(1);
+  if (isFlonum(a)) return numInexact(numDenominator(numExact(a)));
+  notANumber("denominator", 1, a);
+}
+
+Value numBitwise(char op, Value a, Value b) {
+  if (!isExactInteger(a)) throwTypeError("bitwise", 1, "an exact integer", a);
+  if (!isExactInteger(b)) throwTypeError("bitwise", 2, "an exact integer", b);
+  if (a.isFixnum() && b.isFixnum()) {
+    int64_t x = a.fixnum(), y = b.fixnum();
+    return makeInteger(op == '&' ? (x & y) : op == '|' ? (x | y) : (x ^ y));
+  }
+  Z x, y;
+  setZ(x.z, a);
+  setZ(y.z, b);
+  if (op == '&') mpz_and(x.z, x.z, y.z);
+  else if (op == '|') mpz_ior(x.z, x.z, y.z);
+  else mpz_xor(x.z, x.z, y.z);
+  return fromZ(x.z);
+}
+
+Value numShift(Value a, int64_t shift) {
+  if (!isExactInteger(a)) throwTypeError("arithmetic-shift", 1, "an exact integer", a);
+  Z x;
+  setZ(x.z, a);
+  if (shift >= 0) mpz_mul_2exp(x.z, x.z, (mp_bitcnt_t)shift);
+  else mpz_fdiv_q_2exp(x.z, x.z, (mp_bitcnt_t)(-shift));
+  return fromZ(x.z);
+}
+
+// ---- printing and parsing ----------------------------------------------------------------------
+
+std::string formatFlonum(double d) {
+  if (std::isnan(d)) return "+nan.0";
+  if (std::isinf(d)) return d > 0 ? "+inf.0" : "-inf.0";
+  char buf[40];
+  // Shortest digits that read back to the same double.
+  for (int prec = 1; prec <= 17; prec++) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  std::string s(buf);
+  size_t e = s.find('e');
+  std::string mant = e == std::string::npos ? s : s.substr(0, e);
+  std::string exp = e == std::string::npos ? "" : s.substr(e + 1);
+  if (mant.find('.') == std::string::npos) mant += ".0";
+  if (exp.empty()) return mant;
+  if (exp[0] == '+') exp.erase(0, 1);
+  size_t nz = exp[0] == '-' ? 1 : 0;
+  while (exp.size() > nz + 1 && exp[nz] == '0') exp.erase(nz, 1);
+  return mant + "e" + exp;
+}
+
+std::string numberToString(Value n, int radix) {
+  if (n.isFixnum()) {
+    if (radix == 10) return std::to_string(n.fixnum());
+    Z z;
+    mpz_set_si(z.z, long(n.fixnum()));
+    char* s = mpz_get_str(nullptr, radix, z.z);
+    std::string r(s);
+    free(s);
+    return r;
+  }
+  if (isFlonum(n)) {
+    if (radix != 10) {
+      double d = flonumValue(n);
+      if (d == std::floor(d) && std::isfinite(d)) return numberToString(numExact(n), radix) + ".";
+    }
+    return formatFlonum(flonumValue(n));
+  }
+  if (isBignum(n) || isRatnum(n)) {
+    Q q;
+    setQ(q.q, n);
+    char* s = mpq_get_str(nullptr, radix, q.q);
+    std::string r(s);
+    free(s);
+    return r;
+  }
+  return "#<not-a-number>";
+}
+
+static int digitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'Z') return c - 'A' + 10;
+  return 99;
+}
+
+static std::optional<Value> parseUInteger(std::string_view s, int radix) {
+  if (s.empty()) return std::nullopt;
+  for (char c : s)
+    if (digitValue(c) >= radix) return std::nullopt;
+  if (s.size() < 18 && radix == 10) return Value::fixnum(std::strtoll(std::string(s).c_str(), nullptr, 10));
+  Z z;
+  if (mpz_set_str(z.z, std::string(s).c_str(), radix) != 0) return std::nullopt;
+  return fromZ(z.z);
+}
+
+std::optional<Value> parseNumber(std::string_view text, int radix) {
+  char exactness = 0;
+  while (text.size() >= 2 && text[0] == '#') {
+    char c = char(std::tolower(text[1]));
+    if (c == 'x') radix = 16;
+    else if (c == 'b') radix = 2;
+    else if (c == 'o') radix = 8;
+    else if (c == 'd') radix = 10;
+    else if (c == 'e' || c == 'i') exactness = c;
+    else return std::nullopt;
+    text.remove_prefix(2);
+  }
+  if (text.empty()) return std::nullopt;
+  std::string lower(text);
+  for (auto& c : lower) c = char(std::tolower(c));
+  if (lower == "+inf.0") return makeFlonum(HUGE_VAL);
+  if (lower == "-inf.0") return makeFlonum(-HUGE_VAL);
+  if (lower == "+nan.0" || lower == "-nan.0") return makeFlonum(std::nan(""));
+  bool neg = false;
+  std::string_view body = text;
+  if (body[0] == '+' || body[0] == '-') {
+    neg = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  if (body.empty()) return std::nullopt;
+  std::optional<Value> result;
+  size_t slash = body.find('/');
+  if (slash != std::string_view::npos) {
+    auto num = parseUInteger(body.substr(0, slash), radix);
+    auto den = parseUInteger(body.substr(slash + 1), radix);
+    if (!num || !den) return std::nullopt;
+    if (numIsZero(*den)) {
+      if (exactness == 'i') return makeFlonum(numIsZero(*num) ? std::nan("") : neg ? -HUGE_VAL : HUGE_VAL);
+      return std::nullopt;
+    }
+    result = numDiv(*num, *den);
+  } else if (auto whole = parseUInteger(body, radix)) {
+    result = *whole;
+  } else {
+    if (radix != 10) return std::nullopt;
+    // decimal: digits [. digits] [e [+-] digits], at least one digit
+    size_t i = 0, digits = 0;
+    while (i < body.size() && std::isdigit((unsigned char)body[i])) i++, digits++;
+    if (i < body.size() && body[i] == '.') {
+      i++;
+      while (i < body.size() && std::isdigit((unsigned char)body[i])) i++, digits++;
+    }
+    if (digits == 0) return std::nullopt;
+    if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
+      i++;
+      if (i < body.size() && (body[i] == '+' || body[i] == '-')) i++;
+      size_t ed = 0;
+      while (i < body.size() && std::isdigit((unsigned char)body[i])) i++, ed++;
+      if (ed == 0) return std::nullopt;
+    }
+    if (i != body.size()) return std::nullopt;
+    std::string s(body);
+    if (exactness == 'e') {
+      // exact decimal: mantissa digits over a power of ten
+      size_t e = s.find_first_of("eE");
+      long exp10 = e == std::string::npos ? 0 : std::strtol(s.c_str() + e + 1, nullptr, 10);
+      std::string mant = s.substr(0, e);
+      size_t dot = mant.find('.');
+      if (dot != std::string::npos) {
+        exp10 -= long(mant.size() - dot - 1);
+        mant.erase(dot, 1);
+      }
+      Value m = *parseUInteger(mant.empty() ? "0" : mant, 10);
+      Value scale = numExpt(Value::fixnum(10), Value::fixnum(std::labs(exp10)));
+      result = exp10 >= 0 ? numMul(m, scale) : numDiv(m, scale);
+    } else {
+      double d = std::strtod(s.c_str(), nullptr);
+      return makeFlonum(neg ? -d : d);
+    }
+  }
+  Value v = neg ? numNegate(*result) : *result;
+  if (exactness == 'i') return numInexact(v);
+  return v;
+}
+
+}  // namespace purple

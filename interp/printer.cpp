@@ -1,0 +1,333 @@
+// write and display. `write` labels cycles with #n= / #n# (R7RS), so printing never hangs.
+#include "interp/printer.hpp"
+#include "interp/numbers.hpp"
+#include "interp/tensor_hooks.hpp"
+#include "interp/interp.hpp"
+#include "interp/node.hpp"
+#include <cctype>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace purple {
+
+namespace {
+
+const char* charName(uint32_t c) {
+  switch (c) {
+    case ' ': return "space";
+    case '\n': return "newline";
+    case '\t': return "tab";
+    case '\r': return "return";
+    case 0: return "null";
+    case 7: return "alarm";
+    case 8: return "backspace";
+    case 127: return "delete";
+    case 27: return "escape";
+    default: return nullptr;
+  }
+}
+
+bool symbolNeedsBars(std::string_view s) {
+  if (s.empty()) return true;
+  if (parseNumber(s)) return true;
+  if (s == ".") return true;
+  for (unsigned char c : s)
+    if (std::isspace(c) || c == '(' || c == ')' || c == '"' || c == ';' || c == '\'' || c == '`' ||
+        c == ',' || c == '|' || c == '[' || c == ']' || (c >= 'A' && c <= 'Z' && false))
+      return true;
+  if (s[0] == '#' || (s[0] == ':' && s.size() > 1)) return true;
+  return false;
+}
+
+struct Printer {
+  std::string& out;
+  bool write;
+  std::unordered_map<const Object*, int> labels;   // objects that close a cycle -> label
+  std::unordered_set<const Object*> printed;
+  int nextLabel = 0;
+
+  static bool isContainer(Value v) { return isPair(v) || v.is(Kind::Vector); }
+
+  // Finds back edges (cycles) with an iterative-enough DFS; labels only cyclic targets.
+  void findCycles(Value root) {
+    std::unordered_set<const Object*> onPath, done;
+    std::vector<std::pair<Value, int>> stack;   // value, state (0 = enter, 1 = leave)
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      auto [v, state] = stack.back();
+      stack.pop_back();
+      if (!isContainer(v)) continue;
+      const Object* o = v.obj();
+      if (state == 1) {
+        onPath.erase(o);
+        done.insert(o);
+        continue;
+      }
+      if (onPath.count(o)) {
+        labels.emplace(o, -1);
+        continue;
+      }
+      if (done.count(o)) continue;
+      onPath.insert(o);
+      stack.push_back({v, 1});
+      if (isPair(v)) {
+        stack.push_back({cdr(v), 0});
+        stack.push_back({car(v), 0});
+      } else {
+        auto* vec = v.as<Vector>();
+        for (uint32_t i = vec->extra; i-- > 0;) stack.push_back({vec->items[i], 0});
+      }
+    }
+  }
+
+  bool label(Value v) {   // true when v was printed as a back reference
+    if (labels.empty()) return false;
+    auto it = labels.find(v.obj());
+    if (it == labels.end()) return false;
+    if (it->second >= 0) {
+      out += "#" + std::to_string(it->second) + "#";
+      return true;
+    }
+    it->second = nextLabel++;
+    out += "#" + std::to_string(it->second) + "=";
+    return false;
+  }
+
+  void string(Value v) {
+    std::string_view s = stringView(v);
+    if (!write) {
+      out += s;
+      return;
+    }
+    out += '"';
+    for (char c : s) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        default:
+          if (static_cast<unsigned char>(c) < 32) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%x;", static_cast<unsigned char>(c));
+            out += buf;
+          } else {
+            out += c;
+          }
+      }
+    }
+    out += '"';
+  }
+
+  void character(uint32_t c) {
+    if (!write) {
+      appendUtf8(out, c);
+      return;
+    }
+    out += "#\\";
+    if (const char* n = charName(c)) out += n;
+    else if (c < 32) {
+      char buf[12];
+      std::snprintf(buf, sizeof buf, "x%x", c);
+      out += buf;
+    } else appendUtf8(out, c);
+  }
+
+  void symbol(Value v) {
+    std::string_view s = symbolName(v);
+    if (isKeyword(v)) {
+      out += ':';
+      out += s;
+      return;
+    }
+    if (write && symbolNeedsBars(s)) {
+      out += '|';
+      for (char c : s) {
+        if (c == '|' || c == '\\') out += '\\';
+        out += c;
+      }
+      out += '|';
+    } else {
+      out += s;
+    }
+  }
+
+  void list(Value v) {
+    // 'x `x ,x ,@x abbreviations
+    if (isSymbol(car(v)) && isPair(cdr(v)) && cddr(v).isNil() && (labels.empty() || !labels.count(cdr(v).obj()))) {
+      std::string_view h = symbolName(car(v));
+      const char* abbrev = h == "quote" ? "'" : h == "quasiquote" ? "`" : h == "unquote" ? ","
+                         : h == "unquote-splicing" ? ",@" : nullptr;
+      if (abbrev) {
+        out += abbrev;
+        print(cadr(v));
+        return;
+      }
+    }
+    out += '(';
+    print(car(v));
+    Value p = cdr(v);
+    while (isPair(p)) {
+      if (!labels.empty() && labels.count(p.obj())) break;   // cyclic tail: print as dotted
+      out += ' ';
+      print(car(p));
+      p = cdr(p);
+    }
+    if (!p.isNil()) {
+      out += " . ";
+      print(p);
+    }
+    out += ')';
+  }
+
+  void print(Value v) {
+    if (v.isFixnum()) {
+      out += std::to_string(v.fixnum());
+      return;
+    }
+    if (v.isChar()) return character(v.character());
+    if (!v.isObject()) {
+      switch (v.bits) {
+        case Value::kNilBits: out += "()"; return;
+        case Value::kTrueBits: out += "#t"; return;
+        case Value::kFalseBits: out += "#f"; return;
+        case Value::kEofBits: out += "#<eof>"; return;
+        case Value::kDefaultBits: out += "#!default"; return;
+        case Value::kUnboundBits: out += "#<unbound>"; return;
+        default: out += "#<unspecified>"; return;
+      }
+    }
+    Object* o = v.obj();
+    switch (o->kind) {
+      case Kind::Pair:
+        if (label(v)) return;
+        return list(v);
+      case Kind::Vector: {
+        if (label(v)) return;
+        auto* vec = v.as<Vector>();
+        out += "#(";
+        for (uint32_t i = 0; i < vec->extra; i++) {
+          if (i) out += ' ';
+          print(vec->items[i]);
+        }
+        out += ')';
+        return;
+      }
+      case Kind::Symbol: return symbol(v);
+      case Kind::String: return string(v);
+      case Kind::Flonum: case Kind::Bignum: case Kind::Ratnum:
+        out += numberToString(v);
+        return;
+      case Kind::Bytevector: {
+        auto* b = v.as<Bytevector>();
+        out += "#u8(";
+        for (uint32_t i = 0; i < b->extra; i++) {
+          if (i) out += ' ';
+          out += std::to_string(b->bytes[i]);
+        }
+        out += ')';
+        return;
+      }
+      case Kind::Closure: {
+        Value name = v.as<Closure>()->name;
+        out += "#<procedure";
+        if (isSymbol(name)) {
+          out += ' ';
+          out += symbolName(name);
+        }
+        out += '>';
+        return;
+      }
+      case Kind::CaseLambda: out += "#<procedure>"; return;
+      case Kind::Primitive:
+        out += "#<primitive " + primitiveName(v) + ">";
+        return;
+      case Kind::Continuation: out += "#<continuation>"; return;
+      case Kind::Parameter: out += "#<parameter>"; return;
+      case Kind::Promise: out += "#<promise>"; return;
+      case Kind::HashTable: out += "#<hash-table>"; return;
+      case Kind::Environment: out += "#<environment>"; return;
+      case Kind::Macro: out += "#<macro>"; return;
+      case Kind::Port: out += "#<port>"; return;
+      case Kind::EofObject: out += "#<eof>"; return;
+      case Kind::Alias: return print(v.as<Alias>()->symbol);
+      case Kind::Box: out += "#<box>"; return;
+      case Kind::MultipleValues: {
+        auto* m = v.as<MultipleValues>();
+        for (uint32_t i = 0; i < m->extra; i++) {
+          if (i) out += ' ';
+          print(m->items[i]);
+        }
+        return;
+      }
+      case Kind::ErrorObject: {
+        auto* e = v.as<ErrorObject>();
+        out += "#<error ";
+        Printer inner{out, true, {}, {}, 0};
+        inner.print(e->message);
+        for (Value p = e->irritants; isPair(p); p = cdr(p)) {
+          out += ' ';
+          inner.print(car(p));
+        }
+        out += '>';
+        return;
+      }
+      case Kind::RecordType:
+        out += "#<record-type ";
+        print(v.as<RecordType>()->name);
+        out += '>';
+        return;
+      case Kind::Record: {
+        auto* r = v.as<Record>();
+        out += "#<";
+        std::string_view n = symbolName(r->type->name);
+        if (n.size() > 2 && n.front() == '<' && n.back() == '>') n = n.substr(1, n.size() - 2);
+        out += n;
+        for (uint32_t i = 0; i < r->extra; i++) {
+          out += ' ';
+          print(r->fields[i]);
+        }
+        out += '>';
+        return;
+      }
+      case Kind::Tensor: return printTensor(out, v);
+      case Kind::Module: out += "#<module>"; return;
+      case Kind::Optimizer: out += "#<optimizer>"; return;
+      case Kind::Foreign: {
+        out += "#<";
+        Value n = v.as<Foreign>()->typeName;
+        if (n.is(Kind::Symbol)) out += symbolName(n);
+        else out += "foreign";
+        out += '>';
+        return;
+      }
+      default: out += "#<object>"; return;
+    }
+  }
+};
+
+}  // namespace
+
+void printValue(std::string& out, Value v, bool write) {
+  Printer p{out, write, {}, {}, 0};
+  if (Printer::isContainer(v)) p.findCycles(v);
+  p.print(v);
+}
+
+std::string toWriteString(Value v) {
+  std::string s;
+  printValue(s, v, true);
+  return s;
+}
+
+std::string toDisplayString(Value v) {
+  std::string s;
+  printValue(s, v, false);
+  return s;
+}
+
+void printNumber(std::string& out, Value v, int radix) { out += numberToString(v, radix); }
+
+}  // namespace purple

@@ -1,0 +1,51 @@
+// The reader: text to data, recording where each list came from. Bad input raises a
+// `read-error` with file:line:column; running off the end inside a datum is reported as
+// incomplete, so the REPL can ask for more lines.
+#pragma once
+#include "interp/interp.hpp"
+#include <string>
+#include <string_view>
+
+namespace purple {
+
+class Reader {
+ public:
+  Reader(std::string_view text, Value sourceName, PositionTable* positions, int firstLine = 1);
+  bool read(Value& out);            // false at end of input
+  size_t offset() const { return pos_; }
+  bool hitEndOfInput() const { return incomplete_; }
+
+  // True when `text` holds only complete data (or a read error that more text cannot fix).
+  static bool isComplete(std::string_view text);
+
+ private:
+  Value datum();
+  Value list(char close, int line, int col);
+  Value tensorLiteral(int line, int col);
+  Value tensorRow(int line, int col);
+  Value stringLiteral();
+  Value character();
+  Value hashSyntax(int line, int col);
+  Value atom(int line, int col);
+  std::string token();
+  void skipAtmosphere();            // whitespace and comments
+  void blockComment();
+  int peek() const { return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1; }
+  int next();
+  [[noreturn]] void fail(const std::string& message, int line, int col);
+  [[noreturn]] void failEof(const std::string& what, int line, int col);
+  void record(Value pair, int line, int col);
+
+  std::string_view text_;
+  size_t pos_ = 0;
+  int line_, col_ = 1;
+  Value source_;
+  PositionTable* positions_;
+  bool foldCase_ = false;
+  bool incomplete_ = false;
+};
+
+// Reads every datum of `text` (a whole file or REPL input).
+Value readAll(std::string_view text, Value sourceName, PositionTable* positions);
+
+}  // namespace purple

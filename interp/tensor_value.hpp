@@ -1,0 +1,42 @@
+// The tensor value kind: a small GC cell that owns one at::Tensor. Its finalizer drops the
+// tensor; `releaseTensor` drops it early (tensor-free!, temporaries the evaluator knows are dead).
+#pragma once
+#include "interp/value.hpp"
+#include <ATen/ATen.h>
+
+namespace purple {
+
+struct TensorObj : Object {
+  at::Tensor tensor;              // placement-new'd; destroyed by the finalizer or release
+  int64_t countedBytes;           // storage bytes charged to the memory accounting, or 0
+};
+
+// Wraps `t` in a new cell. Fresh storage (not a view of a counted tensor) is charged to the
+// tensor-memory accounting, which triggers a collection at the next safe point when it passes
+// its threshold.
+Value wrapTensor(at::Tensor t);
+// The tensor inside a value, or a type error naming `who` and the argument position.
+const at::Tensor& tensorArg(Value v, std::string_view who, int argIndex);
+inline at::Tensor& tensorOf(Value v) { return v.as<TensorObj>()->tensor; }
+void releaseTensor(Value v);      // drops the at::Tensor now; later use is a Purple error
+
+// Option parsing shared by every tensor builtin.
+at::ScalarType scalarTypeFromValue(Value v, std::string_view who);   // 'float32, "float32", ...
+Value scalarTypeToValue(at::ScalarType t);                           // -> symbol
+at::Device deviceFromValue(Value v, std::string_view who);           // "cpu", "cuda:1", 'cuda
+Value deviceToValue(const at::Device& d);                            // -> string
+Value scalarToValue(const at::Scalar& s);
+
+// Memory accounting (gc.cpp): live tensor cells, counted bytes, collections triggered.
+struct TensorMemoryStats {
+  int64_t liveTensors;
+  int64_t countedBytes;
+  int64_t peakCountedBytes;
+  int64_t collections;
+  int64_t threshold;
+  int64_t released;               // cells emptied early (tensor-free!, temporaries)
+};
+TensorMemoryStats tensorMemoryStats();
+void setTensorCollectThreshold(int64_t bytes);
+
+}  // namespace purple

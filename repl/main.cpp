@@ -1,0 +1,144 @@
+// `purple`: REPL, script runner and one-shot evaluator. The interpreter runs on a thread with
+// a 1 GB stack (reserved, not committed), so deep non-tail recursion reaches Purple's depth
+// limit and raises an error long before the C++ stack could overflow.
+#include "interp/gc.hpp"
+#include "interp/interp.hpp"
+#include "interp/port.hpp"
+#include "interp/printer.hpp"
+#include "interp/tensor_value.hpp"
+#include "interp/version.hpp"
+#include "repl/repl.hpp"
+#include <gc/gc.h>
+#include <pthread.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* kUsage =
+    "usage: purple [options] [FILE [ARGS...]]\n"
+    "  (no FILE)       start the interactive REPL\n"
+    "  FILE ARGS...    run the script FILE; (command-line) gives FILE and ARGS\n"
+    "  -e EXPR         evaluate EXPR and print its value\n"
+    "  -i FILE         load FILE, then start the REPL\n"
+    "  -I DIR          add DIR to the library search path (for import)\n"
+    "  --help          show this help\n"
+    "  --version       show the Purple and LibTorch versions and whether CUDA is available\n"
+    "environment: PURPLE_TENSOR_GC_THRESHOLD (bytes of new tensor storage between collections),\n"
+    "             PURPLE_CHECK_TENSOR_LEAKS=1 (fail if a tensor is alive after the final collection)\n";
+
+struct Job {
+  std::vector<std::string> args;
+  int status = 0;
+};
+
+// At exit: drop the interpreter's roots, collect, and check no tensor survived.
+int checkTensorLeaks() {
+  for (int i = 0; i < 3; i++) purple::gcCollectNow();
+  auto stats = purple::tensorMemoryStats();
+  if (stats.liveTensors != 0) {
+    std::fprintf(stderr, "purple: %lld tensors still alive after the final collection (%lld bytes)\n",
+                 (long long)stats.liveTensors, (long long)stats.countedBytes);
+    return 3;
+  }
+  return 0;
+}
+
+int run(const std::vector<std::string>& args) {
+  using namespace purple;
+  std::string script, expr, preload;
+  std::vector<std::string> scriptArgs, libDirs;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (!script.empty()) {
+      scriptArgs.push_back(a);
+    } else if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (a == "--version" || a == "-v") {
+      std::cout << versionLine() << "\n";
+      return 0;
+    } else if (a == "-e" && i + 1 < args.size()) {
+      expr = args[++i];
+    } else if (a == "-i" && i + 1 < args.size()) {
+      preload = args[++i];
+    } else if (a == "-I" && i + 1 < args.size()) {
+      libDirs.push_back(args[++i]);
+    } else if (a.size() > 1 && a[0] == '-' && a != "-") {
+      std::cerr << "purple: unknown option " << a << "\n" << kUsage;
+      return 2;
+    } else {
+      script = a;
+    }
+  }
+  int status = 0;
+  {
+    auto* interp = new Interp();
+    Interp& in = *interp;
+    InterpScope scope(&in);
+    in.libraryPath = libDirs;
+    in.commandLine.push_back(script.empty() ? "purple" : script);
+    for (auto& s : scriptArgs) in.commandLine.push_back(s);
+    try {
+      if (!expr.empty()) {
+        status = evalAndPrint(in, expr, "<command line>", true) ? 0 : 1;
+      } else if (!script.empty()) {
+        try {
+          in.resetBudgets();
+          in.loadFile(script);
+        } catch (const PurpleException& e) {
+          reportError(in, e);
+          status = 1;
+        }
+      } else {
+        if (!preload.empty()) {
+          try {
+            in.loadFile(preload);
+          } catch (const PurpleException& e) {
+            reportError(in, e);
+          }
+        }
+        status = runRepl(in);
+      }
+    } catch (const PurpleExit& e) {
+      status = e.code;
+    }
+    portFlush(in.currentOutputPort());
+    portFlush(in.currentErrorPort());
+    delete interp;
+  }
+  const char* check = std::getenv("PURPLE_CHECK_TENSOR_LEAKS");
+  if (check && std::strcmp(check, "1") == 0 && status == 0) status = checkTensorLeaks();
+  return status;
+}
+
+void* threadMain(void* p) {
+  auto* job = static_cast<Job*>(p);
+  job->status = run(job->args);
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  purple::gcInit();
+  Job job;
+  for (int i = 1; i < argc; i++) job.args.emplace_back(argv[i]);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, size_t(1) << 30);
+  pthread_t thread;
+  // GC_THREADS makes this GC_pthread_create, so the collector scans the new thread's stack.
+  if (pthread_create(&thread, &attr, threadMain, &job) != 0) {
+    job.status = run(job.args);   // fall back to the main thread's stack
+  } else {
+    pthread_join(thread, nullptr);
+  }
+  pthread_attr_destroy(&attr);
+  std::fflush(stdout);
+  return job.status;
+}

@@ -1,0 +1,23 @@
+import torch
+from interop_common import emit
+
+emit("zeros", list(torch.zeros(2, 3).shape))
+emit("arange", torch.arange(10))
+emit("arange-float", torch.arange(0, 1, 0.125))
+emit("linspace", torch.linspace(-1, 1, 7))
+emit("logspace", torch.logspace(0, 3, 4))
+emit("eye", torch.eye(3, 4))
+emit("full", torch.full((2, 2), 3.5))
+emit("from-data", torch.tensor([[1.5, 2], [3, 4]]))
+emit("literal", torch.tensor([[1, 2, 3], [4, 5, 6]]))
+torch.manual_seed(0)
+emit("randn", torch.randn(3, 4))
+emit("rand", torch.rand(5))
+emit("randint", torch.randint(0, 10, (8,)))
+emit("randn-big", torch.randn(100, 100).sum())
+torch.manual_seed(42)
+emit("randn-42", torch.randn(6))
+emit("randperm", torch.randperm(6))
+emit("normal", torch.normal(2., 3., (4,)))
+emit("dtype-int", torch.arange(4).to(torch.float64))
+emit("long", torch.tensor([1.7, -2.7, 3.2]).long())
