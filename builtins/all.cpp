@@ -15,7 +15,8 @@ void registerAllBuiltins(Interp& in) {
       {"tensor", registerTensorCreation}, {"tensor", registerTensorMath},
       {"tensor", registerTensorReduction}, {"tensor", registerTensorShape},
       {"tensor", registerTensorIndexing}, {"tensor", registerTensorLinalg},
-      {"tensor", registerTensorDevices},
+      {"tensor", registerTensorDevices}, {"autograd", registerAutograd},
+      {"data", registerData}, {"data", registerDataIO}, {"metrics", registerMetrics},
   };
   for (const auto& f : families) {
     Registry r(in, f.name);

@@ -31,4 +31,10 @@ void registerTensorIndexing(Registry& r);
 void registerTensorLinalg(Registry& r);
 void registerTensorDevices(Registry& r);
 
+// data, metrics (data.cpp, data_io.cpp, metrics.cpp; prelude/35-data, 40-training)
+void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?
+void registerDataIO(Registry& r);         // load-idx, load-csv
+void registerMetrics(Registry& r);        // accuracy, precision, recall, f1-score, confusion-matrix
+void registerAutograd(Registry& r);       // gradients, modes, hooks, custom functions
+
 }  // namespace purple

@@ -28,11 +28,54 @@ Value applyPrim(Interp& in, Value* a, int n, PrimitiveInfo* info) {
   return in.apply(a[0], args.data(), int(args.size()));
 }
 
+// Required argument count of a procedure, or -1 when unknown.
+int requiredArity(Value fn) {
+  if (fn.is(Kind::Closure)) {
+    LambdaNode* l = fn.as<Closure>()->code;
+    return l->hasRest || l->nOptional || l->nKeys ? -1 : int(l->nRequired);
+  }
+  if (fn.is(Kind::Primitive)) {
+    PrimitiveInfo* info = fn.as<Primitive>()->info;
+    return info->hasRest || info->nOptional || info->nKeys ? -1 : info->nRequired;
+  }
+  return -1;
+}
+
+// map / for-each over something that is not a list (a data loader, a stream ...): the
+// global procedure %iterator turns it into a thunk that yields items until the eof object.
+// A procedure of two arguments receives a two-element item (inputs and targets) spread out.
+Value mapIterable(Interp& in, Value fn, Value collection, PrimitiveInfo* info, bool collect) {
+  Value iteratorMaker = in.lookupGlobal("%iterator");
+  if (iteratorMaker.isUnbound()) throwTypeError(info->name, 2, "a list", collection);
+  Value next = in.apply(iteratorMaker, &collection, 1);
+  bool spread = requiredArity(fn) == 2;
+  Value head = Value::nil(), tail = Value::nil();
+  while (true) {
+    Value item = in.apply(next, nullptr, 0);
+    if (item.isEof()) break;
+    Value r;
+    if (spread && isPair(item) && isPair(cdr(item)) && cddr(item).isNil()) {
+      Value args[2] = {car(item), cadr(item)};
+      r = in.apply(fn, args, 2);
+    } else {
+      r = in.apply(fn, &item, 1);
+    }
+    if (collect) {
+      Value cell = cons(r, Value::nil());
+      if (head.isNil()) head = cell;
+      else tail.as<Pair>()->cdr = cell;
+      tail = cell;
+    }
+  }
+  return collect ? head : Value::unspecified();
+}
+
 // map and for-each over one or more lists; stops at the shortest (SRFI-1).
 Value mapLike(Interp& in, Value* a, int n, PrimitiveInfo* info, bool collect) {
   checkArity(info, n);
   Value fn = a[0];
   if (!isProcedure(fn)) throwTypeError(info->name, 1, "a procedure", fn);
+  if (n == 2 && !isPair(a[1]) && !a[1].isNil()) return mapIterable(in, fn, a[1], info, collect);
   if (n == 2) {
     Value head = Value::nil(), tail = Value::nil();
     for (Value p = a[1]; isPair(p); p = cdr(p)) {

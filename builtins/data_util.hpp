@@ -24,7 +24,7 @@ constexpr uint8_t kStringImmutable = 1;
 [[noreturn]] inline void rangeError(std::string_view who, int index, Value got, std::string_view what) {
   throwError("range-error",
              std::string(who) + ": argument " + std::to_string(index + 1) + " is out of range (" +
-                 std::string(what) + ")",
+                 std::string(what) + "):",
              cons(got, Value::nil()));
 }
 

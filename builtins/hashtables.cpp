@@ -8,7 +8,6 @@
 #include "builtins/unicode.hpp"
 #include "interp/equality.hpp"
 #include "interp/numbers.hpp"
-#include "interp/printer.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -381,7 +380,7 @@ void registerHashTables(Registry& r) {
           Value v = get(in, t, key, Value::missing());
           if (v.isMissing()) {
             if (!failure.isMissing() && !failure.isFalse()) return in.apply(procArg("hash-table-ref", 2, failure), nullptr, 0);
-            throwError("error", "hash-table-ref: no value for key " + toWriteString(key), cons(key, Value::nil()));
+            throwError("error", "hash-table-ref: no value for key", cons(key, Value::nil()));
           }
           if (!success.isMissing() && !success.isFalse()) return in.apply(procArg("hash-table-ref", 3, success), {v});
           return v;
@@ -511,7 +510,7 @@ void registerHashTables(Registry& r) {
           Value v = get(in, t, key, Value::missing());
           if (v.isMissing()) {
             if (failure.isMissing() || failure.isFalse())
-              throwError("error", "hash-table-update!: no value for key " + toWriteString(key), cons(key, Value::nil()));
+              throwError("error", "hash-table-update!: no value for key", cons(key, Value::nil()));
             v = in.apply(procArg("hash-table-update!", 3, failure), nullptr, 0);
           } else if (!success.isMissing() && !success.isFalse()) {
             v = in.apply(procArg("hash-table-update!", 4, success), {v});

@@ -182,6 +182,17 @@ Value primAppendBang(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
   return result;
 }
 
+// Floyd's cycle check along cdrs; improper tails are fine.
+bool isCircular(Value l) {
+  Value slow = l, fast = l;
+  while (isPair(fast) && isPair(cdr(fast))) {
+    fast = cddr(fast);
+    slow = cdr(slow);
+    if (fast == slow) return true;
+  }
+  return false;
+}
+
 Value reverseChecked(std::string_view who, int index, Value l) {
   listArg(who, index, l);
   return reverseList(l);
@@ -653,7 +664,7 @@ void registerLists(Registry& r) {
   r.def("last-pair", "(list)",
         [](Value l) {
           if (!isPair(l)) typeError("last-pair", 0, "a non-empty list", l);
-          listArg("last-pair", 0, l);   // also rejects circular lists
+          if (isCircular(l)) typeError("last-pair", 0, "a non-circular list", l);
           while (isPair(cdr(l))) l = cdr(l);
           return l;
         },
@@ -661,7 +672,7 @@ void registerLists(Registry& r) {
   r.def("last", "(list)",
         [](Value l) {
           if (!isPair(l)) typeError("last", 0, "a non-empty list", l);
-          listArg("last", 0, l);
+          if (isCircular(l)) typeError("last", 0, "a non-circular list", l);
           while (isPair(cdr(l))) l = cdr(l);
           return car(l);
         },
@@ -674,7 +685,7 @@ void registerLists(Registry& r) {
           [i, name](Value l) {
             Value p = l;
             for (int k = 0; k < i && isPair(p); k++) p = cdr(p);
-            if (!isPair(p)) typeError(name, 0, "a list of at least " + std::to_string(i + 1) + " elements", l);
+            if (!isPair(p)) typeError(name, 0, "a list of at least " + std::to_string(i + 1) + (i ? " elements" : " element"), l);
             return car(p);
           },
           "Element " + std::to_string(i + 1) + " of LIST: (" + name + " l) is (list-ref l " +

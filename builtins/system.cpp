@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <cstring>
+#include <algorithm>
 
 extern char** environ;
 
@@ -98,6 +100,27 @@ void registerSystem(Registry& r) {
   r.def("features", "(:rest ignored)", [](Interp& in, RestArgs) { return in.st->features; }, "The cond-expand features.");
   r.def("void", "(:rest ignored)", [](RestArgs) { return Value::unspecified(); }, "Ignores its arguments and returns nothing.");
 
+  r.def("process-peak-rss", "()", []() -> int64_t {
+    // VmHWM: the peak resident set size of this process, from the kernel.
+    FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    int64_t kb = -1;
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atoll(line + 6);
+    std::fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+  }, "The peak resident memory of this process so far, in bytes (Linux).");
+  r.def("process-rss", "()", []() -> int64_t {
+    FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    int64_t kb = -1;
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "VmRSS:", 6) == 0) kb = std::atoll(line + 6);
+    std::fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+  }, "The current resident memory of this process, in bytes (Linux).");
   r.def("gc", "()", []() { gcCollectNow(); }, "Runs a full collection and the finalizers it makes ready.");
   r.def("gc-stats", "()", []() {
     GcStats g = gcStats();

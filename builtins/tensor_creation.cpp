@@ -150,7 +150,8 @@ at::Tensor tensorFromData(Value data, std::optional<at::ScalarType> dtype, std::
   f.walk(data, 0);
   if (f.sawTensor) {
     at::Tensor t = stackData(data, who);
-    return dtype ? t.to(*dtype) : t.clone();
+    // Always a copy, as torch.tensor(t) is: the result must not alias the data's tensors.
+    return t.to(dtype ? *dtype : t.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   }
   // Floats get the default dtype (float32 unless set-default-dtype! changed it), as in PyTorch.
   at::ScalarType floatType = c10::get_default_dtype_as_scalartype();

@@ -30,6 +30,10 @@ at::Tensor convertTo(const at::Tensor& x, std::optional<at::ScalarType> dtype, s
                      bool nonBlocking, bool copy) {
   at::ScalarType st = dtype ? *dtype : x.scalar_type();
   at::Device dev = device ? *device : x.device();
+  // LibTorch's own message for this ("not linked with support for cuda devices") reads like a bug.
+  if (dev.is_cuda() && !x.is_cuda() && cudaDeviceCount() == 0)
+    throwError("tensor-error", "tensor-to: no CUDA device is available (this LibTorch has no CUDA, or no GPU "
+                               "is present); see cuda-available?");
   return x.to(dev, st, nonBlocking, copy);
 }
 
@@ -54,14 +58,15 @@ template <> struct Convert<ToTarget> {
 };
 
 void registerTensorDevices(Registry& r) {
-  r.def("tensor-to", "(x :optional target :key dtype device non-blocking copy)",
-        [](const at::Tensor& x, ToTarget target, std::optional<at::ScalarType> dtype,
+  r.def("tensor-to", "(x :optional target target2 :key dtype device non-blocking copy)",
+        [](const at::Tensor& x, ToTarget target, ToTarget target2, std::optional<at::ScalarType> dtype,
            std::optional<at::Device> device, bool nonBlocking, bool copy) {
-          if (!dtype) dtype = target.dtype;
-          if (!device) device = target.device;
+          if (!dtype) dtype = target2.dtype ? target2.dtype : target.dtype;
+          if (!device) device = target2.device ? target2.device : target.device;
           return convertTo(x, dtype, device, nonBlocking, copy);
         },
         "X converted to another dtype and/or device: (tensor-to x 'float64), (tensor-to x \"cuda:0\"), "
+        "(tensor-to x \"cuda\" 'float16), "
         "(tensor-to x other-tensor) (OTHER's dtype and device), or :dtype and :device. X itself is "
         "returned when nothing changes, unless :copy #t.");
   r.def("tensor-cpu", "(x)", [](const at::Tensor& x) { return x.cpu(); },

@@ -25,6 +25,8 @@ namespace {
 using at::indexing::TensorIndex;
 
 struct IndexItems { std::vector<TensorIndex> items; };
+// tensor-index-put!'s INDICES: a list of items, or one item that is not a list.
+struct IndexSpec { std::vector<TensorIndex> items; };
 
 std::optional<int64_t> sliceBound(Value v, const PrimitiveInfo* info, int i) {
   if (v.isFalse()) return std::nullopt;
@@ -72,6 +74,21 @@ template <> struct Convert<IndexItems> {
     IndexItems r;
     if (v.isMissing()) return r;
     for (Value p = v; isPair(p); p = cdr(p)) r.items.push_back(indexItem(car(p), info, i));
+    return r;
+  }
+};
+
+template <> struct Convert<IndexSpec> {
+  static constexpr bool keepsValue = false;
+  static IndexSpec from(Interp&, Value v, const PrimitiveInfo* info, int i) {
+    IndexSpec r;
+    if (v.isMissing()) throwConversionError(info, i, "a list of index items", v);
+    if (isPair(v) || v.isNil()) {
+      if (!isList(v)) throwConversionError(info, i, "a list of index items", v);
+      for (Value p = v; isPair(p); p = cdr(p)) r.items.push_back(indexItem(car(p), info, i));
+    } else {
+      r.items.push_back(indexItem(v, info, i));
+    }
     return r;
   }
 };
@@ -125,18 +142,10 @@ void registerTensorIndexing(Registry& r) {
         "mask tensor or an integer index tensor (or vector). Example: (tensor-index x :all '(1 3)) "
         "is x[:, 1:3]; (tensor-index x (tensor-gt x 0)) is x[x > 0].");
   r.def("tensor-index-put!", "(x indices values :key accumulate)",
-        [](Value xv, Value indices, TensorOrScalar values, bool accumulate) {
-          static PrimitiveInfo info{"tensor-index-put!"};
+        [](Value xv, IndexSpec spec, TensorOrScalar values, bool accumulate) {
           // The TensorIndex overloads of index_put_ are non-const in 1.13; this handle shares X's impl.
           at::Tensor x = target(xv, "tensor-index-put!");
-          std::vector<TensorIndex> items;
-          // A list holds one item per dimension; anything else is a single item.
-          if (isPair(indices) || indices.isNil()) {
-            if (!isList(indices)) throwTypeError("tensor-index-put!", 1, "a list of index items", indices);
-            for (Value p = indices; isPair(p); p = cdr(p)) items.push_back(indexItem(car(p), &info, 1));
-          } else {
-            items.push_back(indexItem(indices, &info, 1));
-          }
+          std::vector<TensorIndex>& items = spec.items;
           if (accumulate) {
             // index_put_ with accumulation takes index tensors only (a missing one means `:`).
             c10::List<c10::optional<at::Tensor>> list;

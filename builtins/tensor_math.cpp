@@ -56,7 +56,7 @@ TensorOrScalar operandOf(Value v, const char* who, int index) {
                                      " is a tensor that was already freed");
     r.tensor = &tensorOf(v);
   } else {
-    r.scalar = numberToScalar(v, who, index);
+    r.scalar = numberToScalar(v, who, index + 1);
   }
   return r;
 }
@@ -135,7 +135,7 @@ Value tensorBinary(TensorBinary op, Value a, Value b) {
 
 Value tensorUnary(TensorUnary op, Value a) {
   const char* who = unaryName(op);
-  if (!isTensor(a)) throwTypeError(who, 0, "a tensor", a);
+  if (!isTensor(a)) throwTypeError(who, 1, "a tensor", a);
   const at::Tensor& t = tensorOf(a);
   if (!t.defined()) throwError("tensor-error", std::string(who) + ": argument 1 is a tensor that was already freed");
   try {

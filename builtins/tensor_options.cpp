@@ -221,6 +221,7 @@ at::Tensor withRequiresGrad(at::Tensor t, bool requiresGrad) {
   return t;
 }
 
+// argIndex counts from 1, as throwTypeError's does.
 at::Scalar numberToScalar(Value v, std::string_view who, int argIndex) {
   if (v.isFixnum()) return at::Scalar(int64_t(v.fixnum()));
   if (isFlonum(v)) return at::Scalar(flonumValue(v));

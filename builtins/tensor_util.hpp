@@ -66,6 +66,7 @@ at::TensorOptions likeOptions(const at::Tensor& like, std::optional<at::ScalarTy
 at::Tensor withRequiresGrad(at::Tensor t, bool requiresGrad);
 
 // A Purple number as a Scalar: fixnums stay integral, flonums and other reals become doubles.
+// ARGINDEX (from 1) names the argument in the type error.
 at::Scalar numberToScalar(Value v, std::string_view who, int argIndex);
 // A number as a 0-d tensor marked as a "wrapped number", so type promotion treats it as PyTorch
 // treats a Python scalar (int tensor + 1.5 -> float32, float32 tensor * 2.0 stays float32).

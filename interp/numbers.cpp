@@ -6,6 +6,7 @@
 #include "interp/printer.hpp"
 #include "interp/tensor_hooks.hpp"
 #include <gmp.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -486,21 +487,35 @@ std::string formatFlonum(double d) {
   if (std::isnan(d)) return "+nan.0";
   if (std::isinf(d)) return d > 0 ? "+inf.0" : "-inf.0";
   char buf[40];
-  // Shortest digits that read back to the same double.
-  for (int prec = 1; prec <= 17; prec++) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+  // Shortest digits that read back to the same double, as d.ddde±x.
+  for (int prec = 0; prec <= 16; prec++) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec, d);
     if (std::strtod(buf, nullptr) == d) break;
   }
   std::string s(buf);
+  bool neg = s[0] == '-';
+  if (neg) s.erase(0, 1);
   size_t e = s.find('e');
-  std::string mant = e == std::string::npos ? s : s.substr(0, e);
-  std::string exp = e == std::string::npos ? "" : s.substr(e + 1);
-  if (mant.find('.') == std::string::npos) mant += ".0";
-  if (exp.empty()) return mant;
-  if (exp[0] == '+') exp.erase(0, 1);
-  size_t nz = exp[0] == '-' ? 1 : 0;
-  while (exp.size() > nz + 1 && exp[nz] == '0') exp.erase(nz, 1);
-  return mant + "e" + exp;
+  int exp10 = std::atoi(s.c_str() + e + 1);
+  std::string digits = s.substr(0, e);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  std::string out;
+  if (exp10 >= -7 && exp10 < 21) {
+    // positional, like 12.5, 0.001, 1e20 -> 100000000000000000000.0
+    if (exp10 >= 0) {
+      if (digits.size() <= size_t(exp10) + 1) {
+        out = digits + std::string(size_t(exp10) + 1 - digits.size(), '0') + ".0";
+      } else {
+        out = digits.substr(0, size_t(exp10) + 1) + "." + digits.substr(size_t(exp10) + 1);
+      }
+    } else {
+      out = "0." + std::string(size_t(-exp10 - 1), '0') + digits;
+    }
+  } else {
+    out = digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "") + "e" + std::to_string(exp10);
+  }
+  return neg ? "-" + out : out;
 }
 
 std::string numberToString(Value n, int radix) {

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# README command 1: install what is missing, build, and run the main job (the demo script).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/install-deps.sh"
+bash "$root/scripts/build.sh"
+"$root/build/purple" "$root/examples/demo.purple"
