@@ -378,7 +378,7 @@ Value Interp::eval(Node* node, Frame* env) {
         continue;
       }
       default:
-        throwError("internal-error", "unknown node");
+        throwError("internal-error", "unknown node (kind " + std::to_string(int(node->kind)) + ", op " + std::to_string(int(node->small)) + ")");
     }
   }
 }
