@@ -283,7 +283,11 @@ void registerPorts(Registry& r) {
   r.def("write", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     portWrite(outPort(in, port, "write"), toWriteString(v));
   }, "Writes OBJ so that read can read it back (cycles are labelled).");
-  r.alias("write-shared", "write");
+  r.def("write-shared", "(obj :optional port)", [](Interp& in, Value v, Value port) {
+    std::string text;
+    printShared(text, v);
+    portWrite(outPort(in, port, "write-shared"), text);
+  }, "Writes OBJ like write, labelling every shared pair or vector with #n= / #n#.");
   r.alias("write-simple", "write");
   r.def("newline", "(:optional port)", [](Interp& in, Value port) { portWrite(outPort(in, port, "newline"), "\n"); },
         "Writes a line break.");
@@ -356,6 +360,19 @@ void registerPorts(Registry& r) {
     p->pos += n;
     return bv;
   }, "Reads up to K bytes into a new bytevector.");
+  r.def("read-bytevector!", "(bv :optional port start end)", [](Interp& in, Value bv, Value port, std::optional<int64_t> start, std::optional<int64_t> end) -> Value {
+    if (!bv.is(Kind::Bytevector)) throwTypeError("read-bytevector!", 1, "a bytevector", bv);
+    auto* b = bv.as<Bytevector>();
+    size_t s = size_t(start.value_or(0)), e = size_t(end.value_or(b->extra));
+    if (s > e || e > b->extra) throwError("error", "read-bytevector!: bad range");
+    PortImpl* p = portImpl(inPort(in, port, "read-bytevector!", 2));
+    ensure(p, e - s);
+    size_t n = std::min(e - s, p->data.size() - p->pos);
+    if (n == 0 && e > s) return Value::eof();
+    std::memcpy(b->bytes + s, p->data.data() + p->pos, n);
+    p->pos += n;
+    return Value::fixnum(int64_t(n));
+  }, "Reads bytes into BV from START to END; returns how many, or the eof object.");
   r.def("char-ready?", "(:optional port)", [](Interp& in, Value port) {
     PortImpl* p = portImpl(inPort(in, port, "char-ready?"));
     return p->pos < p->data.size() || !p->console;

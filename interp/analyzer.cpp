@@ -101,6 +101,9 @@ struct Resolved {
 };
 
 using ValueVec = std::vector<Value, traceable_allocator<Value>>;
+// Nodes under construction are referenced only from here until their parent is built: the
+// vector's storage must be visible to the collector.
+using NodeVec = std::vector<Node*, traceable_allocator<Node*>>;
 
 struct Analyzer {
   Interp& in;
@@ -499,7 +502,7 @@ struct Analyzer {
 
   // ---- let family ----
 
-  Node* letNode(const std::vector<uint32_t>& slots, const std::vector<Node*>& inits, Node* bodyNode) {
+  Node* letNode(const std::vector<uint32_t>& slots, const NodeVec& inits, Node* bodyNode) {
     auto* n = node<LetNode>(Op::Let);
     n->count = uint32_t(slots.size());
     n->slots = static_cast<uint32_t*>(gcAllocAtomic(slots.size() * sizeof(uint32_t) + 1));
@@ -534,7 +537,7 @@ struct Analyzer {
     ValueVec names, inits;
     parseBindings(cadr(x), x, names, inits);
     std::vector<uint32_t> slots;
-    std::vector<Node*> initNodes;
+    NodeVec initNodes;
     for (size_t i = 0; i < names.size(); i++) initNodes.push_back(analyzeNamed(inits[i], scope, names[i]));
     Scope inner;
     inner.parent = scope;
@@ -556,7 +559,7 @@ struct Analyzer {
     // Each binding gets its own scope, so later inits see earlier names.
     std::vector<Scope*> scopes;
     std::vector<uint32_t> slots;
-    std::vector<Node*> initNodes;
+    NodeVec initNodes;
     Scope* current = scope;
     std::vector<std::unique_ptr<Scope>> owned;
     for (size_t i = 0; i < names.size(); i++) {
@@ -589,7 +592,7 @@ struct Analyzer {
       slots.push_back(slot);
       bind(&inner, names[i], slot, true);
     }
-    std::vector<Node*> initNodes;
+    NodeVec initNodes;
     for (size_t i = 0; i < names.size(); i++) initNodes.push_back(analyzeNamed(inits[i], &inner, names[i]));
     return letNode(slots, initNodes, body(cddr(x), &inner, x));
   }
@@ -611,7 +614,7 @@ struct Analyzer {
     ref->depth = 0;
     ref->index = slot;
     ref->name = baseSymbol(name);
-    Node* binder = letNode({slot}, {fn}, ref);
+    Node* binder = letNode({slot}, NodeVec{fn}, ref);
     auto* app = node<AppNode>(Op::App, inits.size() * sizeof(Node*));
     app->pos = pos;
     app->fn = binder;
@@ -687,7 +690,7 @@ struct Analyzer {
       ref->depth = 0;
       ref->index = slot;
       ref->name = tmp;
-      result = letNode({slot}, {test}, ifNode(ref, then, rest));
+      result = letNode({slot}, NodeVec{test}, ifNode(ref, then, rest));
     } else {
       Node* test = analyze(car(clause), scope);
       Node* rest = cond(cdr(clauses), scope, whole, fallthrough);

@@ -28,8 +28,7 @@ struct DepthRestore {
 }
 
 [[noreturn]] void unboundVariable(GlobalCell* cell) {
-  throwError("unbound-variable", "unbound variable: " + std::string(symbolName(cell->name)),
-             listFromArray(&cell->name, 1));
+  throwError("unbound-variable", "unbound variable: " + std::string(symbolName(cell->name)));
 }
 
 inline Frame* heapFrame(uint32_t size, Frame* parent) {

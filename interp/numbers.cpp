@@ -611,7 +611,7 @@ std::optional<Value> parseNumber(std::string_view text, int radix) {
       while (i < body.size() && std::isdigit((unsigned char)body[i])) i++, digits++;
     }
     if (digits == 0) return std::nullopt;
-    if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
+    if (i < body.size() && std::strchr("eEsSfFdDlL", body[i])) {
       i++;
       if (i < body.size() && (body[i] == '+' || body[i] == '-')) i++;
       size_t ed = 0;
@@ -620,6 +620,8 @@ std::optional<Value> parseNumber(std::string_view text, int radix) {
     }
     if (i != body.size()) return std::nullopt;
     std::string s(body);
+    for (auto& ch : s)   // R7RS's other exponent markers (s f d l) mean e for doubles
+      if (std::strchr("sSfFdDlL", ch)) ch = 'e';
     if (exactness == 'e') {
       // exact decimal: mantissa digits over a power of ten
       size_t e = s.find_first_of("eE");

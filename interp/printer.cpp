@@ -31,7 +31,8 @@ const char* charName(uint32_t c) {
 bool symbolNeedsBars(std::string_view s) {
   if (s.empty()) return true;
   if (parseNumber(s)) return true;
-  if (s == ".") return true;
+  if (s == "." || s == "+i" || s == "-i") return true;
+  if (s.find('\\') != std::string_view::npos) return true;
   for (unsigned char c : s)
     if (std::isspace(c) || c == '(' || c == ')' || c == '"' || c == ';' || c == '\'' || c == '`' ||
         c == ',' || c == '|' || c == '[' || c == ']' || (c >= 'A' && c <= 'Z' && false))
@@ -48,6 +49,28 @@ struct Printer {
   int nextLabel = 0;
 
   static bool isContainer(Value v) { return isPair(v) || v.is(Kind::Vector); }
+
+  // write-shared: every container reached twice gets a label.
+  void findShared(Value root) {
+    std::unordered_set<const Object*> seen;
+    std::vector<Value> stack{root};
+    while (!stack.empty()) {
+      Value v = stack.back();
+      stack.pop_back();
+      if (!isContainer(v)) continue;
+      if (!seen.insert(v.obj()).second) {
+        labels.emplace(v.obj(), -1);
+        continue;
+      }
+      if (isPair(v)) {
+        stack.push_back(cdr(v));
+        stack.push_back(car(v));
+      } else {
+        auto* vec = v.as<Vector>();
+        for (uint32_t i = vec->extra; i-- > 0;) stack.push_back(vec->items[i]);
+      }
+    }
+  }
 
   // Finds back edges (cycles) with an iterative-enough DFS; labels only cyclic targets.
   void findCycles(Value root) {
@@ -313,6 +336,12 @@ struct Printer {
 void printValue(std::string& out, Value v, bool write) {
   Printer p{out, write, {}, {}, 0};
   if (Printer::isContainer(v)) p.findCycles(v);
+  p.print(v);
+}
+
+void printShared(std::string& out, Value v) {
+  Printer p{out, true, {}, {}, 0};
+  if (Printer::isContainer(v)) p.findShared(v);
   p.print(v);
 }
 

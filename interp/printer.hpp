@@ -6,6 +6,7 @@
 namespace purple {
 
 void printValue(std::string& out, Value v, bool write);
+void printShared(std::string& out, Value v);   // write-shared: labels all shared structure
 std::string toWriteString(Value v);
 std::string toDisplayString(Value v);
 void printNumber(std::string& out, Value v, int radix = 10);

@@ -295,6 +295,33 @@ Value Reader::hashSyntax(int line, int col) {
     next();
     return character();
   }
+  if (std::isdigit(c)) {
+    size_t save = pos_;
+    int saveLine = line_, saveCol = col_;
+    long n = 0;
+    while (std::isdigit(peek())) n = n * 10 + (next() - '0');
+    if (peek() == '=') {
+      next();
+      Value placeholder = makeBox(Value::f());
+      labels_.push_back({n, placeholder});
+      size_t slot = labels_.size() - 1;
+      skipAtmosphere();
+      if (peek() == -1) failEof("labelled datum", line, col);
+      Value d = datum();
+      d = patchLabel(d, placeholder, d, 0);
+      labels_[slot].second = d;
+      return d;
+    }
+    if (peek() == '#') {
+      next();
+      for (size_t i = labels_.size(); i-- > 0;)
+        if (labels_[i].first == n) return labels_[i].second;
+      fail("undefined datum label #" + std::to_string(n) + "#", line, col);
+    }
+    pos_ = save;
+    line_ = saveLine;
+    col_ = saveCol;
+  }
   if (c == '!') {
     next();
     std::string t = token();
@@ -381,6 +408,23 @@ Value Reader::atom(int line, int col) {
   if (c0 == ':' && t.size() > 1) return internKeyword(std::string_view(t).substr(1));
   if (t == ".") fail("unexpected '.'", line, col);
   return intern(t);
+}
+
+Value Reader::patchLabel(Value x, Value placeholder, Value target, int depth) {
+  if (x == placeholder) return target;
+  if (depth > 100000) return x;
+  if (isPair(x)) {
+    for (Value p = x; isPair(p); p = cdr(p)) {
+      p.as<Pair>()->car = patchLabel(car(p), placeholder, target, depth + 1);
+      if (cdr(p) == placeholder) p.as<Pair>()->cdr = target;
+      else if (!isPair(cdr(p))) p.as<Pair>()->cdr = patchLabel(cdr(p), placeholder, target, depth + 1);
+      if (cdr(p) == target) break;
+    }
+  } else if (x.is(Kind::Vector)) {
+    auto* v = x.as<Vector>();
+    for (uint32_t i = 0; i < v->extra; i++) v->items[i] = patchLabel(v->items[i], placeholder, target, depth + 1);
+  }
+  return x;
 }
 
 bool Reader::isComplete(std::string_view text) {

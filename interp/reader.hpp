@@ -5,6 +5,8 @@
 #include "interp/interp.hpp"
 #include <string>
 #include <string_view>
+#include <vector>
+#include <gc/gc_allocator.h>
 
 namespace purple {
 
@@ -43,6 +45,9 @@ class Reader {
   PositionTable* positions_;
   bool foldCase_ = false;
   bool incomplete_ = false;
+  // datum labels #n= / #n#; placeholders are boxes patched once the labelled datum is read
+  std::vector<std::pair<long, Value>, traceable_allocator<std::pair<long, Value>>> labels_;
+  Value patchLabel(Value x, Value placeholder, Value target, int depth);
 };
 
 // Reads every datum of `text` (a whole file or REPL input).

@@ -31,7 +31,10 @@ struct Expander {
     throwError("syntax-error", toWriteString(macroName) + ": " + msg, listFromArray(&form, 1));
   }
 
+  bool ellipsisIsLiteral = false;   // (syntax-rules ... (...) ...): no ellipsis at all
+
   bool isEllipsis(Value x) const {
+    if (ellipsisIsLiteral) return false;
     return isIdentifier(x) && (x == ellipsis || baseSymbol(x) == baseSymbol(ellipsis));
   }
   bool isLiteral(Value x) const {
@@ -130,7 +133,7 @@ struct Expander {
   }
 
   // Instantiates `sub` once per element of the sequences it uses, `depth` ellipses deep.
-  void expandEllipsis(Value sub, const Bindings& b, int depth, std::vector<Value>& out) {
+  void expandEllipsis(Value sub, const Bindings& b, int depth, std::vector<Value, traceable_allocator<Value>>& out) {
     std::vector<Value> vars;
     sequenceVars(sub, b, vars);
     if (vars.empty()) fail("no pattern variable before ... in template");
@@ -167,9 +170,7 @@ struct Expander {
           rest = cdr(rest);
         }
         std::vector<Value, traceable_allocator<Value>> items;
-        std::vector<Value> tmp;
-        expandEllipsis(car(t), b, depth, tmp);
-        items.assign(tmp.begin(), tmp.end());
+        expandEllipsis(car(t), b, depth, items);
         Value tail = instantiate(rest, b, escaped);
         return listFromArray(items.data(), items.size(), tail);
       }
@@ -204,6 +205,8 @@ Value expandSyntaxRules(Value spec, Value form, Scope* defScope, Value macroName
   }
   if (!isPair(rest) || !isList(car(rest))) e.fail("bad syntax-rules: expected a literals list");
   e.literals = car(rest);
+  for (Value p = e.literals; isPair(p); p = cdr(p))
+    if (baseSymbol(car(p)) == baseSymbol(e.ellipsis)) e.ellipsisIsLiteral = true;
   for (Value rules = cdr(rest); isPair(rules); rules = cdr(rules)) {
     Value rule = car(rules);
     if (!isPair(rule) || !isPair(cdr(rule)) || !isPair(car(rule))) e.fail("bad syntax-rules rule");
