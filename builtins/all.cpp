@@ -16,6 +16,8 @@ void registerAllBuiltins(Interp& in) {
       {"tensor", registerTensorReduction}, {"tensor", registerTensorShape},
       {"tensor", registerTensorIndexing}, {"tensor", registerTensorLinalg},
       {"tensor", registerTensorDevices}, {"autograd", registerAutograd},
+      {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
+      {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSerialize},
       {"data", registerData}, {"data", registerDataIO}, {"metrics", registerMetrics},
   };
   for (const auto& f : families) {

@@ -31,6 +31,14 @@ void registerTensorIndexing(Registry& r);
 void registerTensorLinalg(Registry& r);
 void registerTensorDevices(Registry& r);
 
+// neural networks (nn_value.hpp)
+void registerNnModules(Registry& r);      // layers, activations, sequential, module API, init
+void registerNnDefine(Registry& r);       // make-module (define-module), current-module
+void registerNnFunctional(Registry& r);   // tensor-linear, batch-norm, one-hot, attention
+void registerLosses(Registry& r);
+void registerOptim(Registry& r);          // optimizers, schedulers, clipping, optimizer state
+void registerSerialize(Registry& r);      // state dicts and data in torch.save's format
+
 // data, metrics (data.cpp, data_io.cpp, metrics.cpp; prelude/35-data, 40-training)
 void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?
 void registerDataIO(Registry& r);         // load-idx, load-csv

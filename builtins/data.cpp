@@ -26,6 +26,10 @@
 #include <random>
 #include <thread>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 namespace purple {
 namespace dataload {
@@ -109,7 +113,7 @@ Spec parseSpec(Value spec, std::string_view who) {
     } else if (name == "hflip" && n == 2) {
       op.kind = TransformOp::HFlip;
       op.p = realField(cadr(e), who);
-    } else if (name == "crop" && n == 5) {
+    } else if (name == "crop" && n == 4) {
       op.kind = TransformOp::Crop;
       Value size = cadr(e);
       if (isPair(size)) {
@@ -541,6 +545,33 @@ void registerData(Registry& r) {
         "become a tensor (int64 when all are exact integers, bool when all booleans, else "
         "float32); samples that are lists (or vectors) of fields are collated field by field "
         "into a list; anything else is returned as the list of samples.");
+  r.def("rename-file", "(old new)",
+        [](std::string from, std::string to) {
+          if (std::rename(from.c_str(), to.c_str()) != 0)
+            throwError("file-error", "rename-file: cannot rename " + from + " to " + to + " (" +
+                                         std::strerror(errno) + ")");
+        },
+        "Renames the file OLD to NEW, replacing NEW atomically when it exists (POSIX rename). "
+        "Writing a temporary file and renaming it over the real one is how fit writes its "
+        "checkpoints.");
+  r.def("create-directory", "(path :key (parents #t))",
+        [](std::string path, bool parents) {
+          auto make = [](const std::string& p) {
+            if (::mkdir(p.c_str(), 0777) != 0 && errno != EEXIST)
+              throwError("file-error", "create-directory: cannot create " + p + " (" + std::strerror(errno) + ")");
+          };
+          if (parents)
+            for (size_t i = 1; i < path.size(); i++)
+              if (path[i] == '/') make(path.substr(0, i));
+          make(path);
+          struct stat sb;
+          if (::stat(path.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode))
+            throwError("file-error", "create-directory: not a directory: " + path);
+        },
+        "Creates the directory PATH (and, unless :parents #f, its missing parents); an existing "
+        "directory is fine.");
+  r.def("cpu-count", "()", []() { return int64_t(std::max(1u, std::thread::hardware_concurrency())); },
+        "The number of processors (hardware threads) this process may use, e.g. for (set-num-threads! (cpu-count)).");
   r.def("terminal-output?", "()", []() { return bool(isatty(STDOUT_FILENO)); },
         "True when standard output is a terminal (fit shows its progress bar only then).");
 }

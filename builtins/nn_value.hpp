@@ -31,8 +31,11 @@ struct ModuleObj : Object {
 // What an optimizer value holds besides LibTorch's optimizer.
 struct OptimizerObj : Object {
   std::shared_ptr<torch::optim::Optimizer> opt;   // placement-new'd; reset by the finalizer
-  std::string kind;               // "sgd", "adam", ... (for printing and schedulers)
+  std::string optKind;            // "sgd", "adam", ... (for printing and schedulers)
   bool autoZeroGrad;              // optimizer-step clears gradients after stepping
+  // Each parameter group's learning rate before the first scheduler changed it (schedulers
+  // share it, so a second scheduler on the same optimizer starts from the same base).
+  std::shared_ptr<std::vector<double>> initialLrs;
 };
 
 // How a module runs. Built-in layers and Purple modules implement it; `callModule` finds it.
@@ -42,8 +45,9 @@ class ModuleForward {
   // The general path: Purple values in, a Purple value out.
   virtual Value forward(Interp& in, const Value* argv, int argc) = 0;
   // A fast path for one-tensor-in, one-tensor-out layers, used by `sequential` to skip making a
-  // cell per intermediate result. Returns false when the layer has no such path.
-  virtual bool tensorForward(const at::Tensor& x, at::Tensor& out) { return false; }
+  // cell per intermediate result; only called when hasTensorForward() is true.
+  virtual bool hasTensorForward() const { return false; }
+  virtual at::Tensor tensorForward(const at::Tensor& x);
   // The short type name: "Linear", "Sequential", the name given to define-module ...
   virtual std::string typeName() const = 0;
 };
@@ -105,12 +109,20 @@ struct ForwardArgs {
 ForwardArgs splitForwardArgs(const Value* argv, int argc, const std::string& who,
                              std::initializer_list<const char*> allowed);
 
-// Registration (one function per file; listed in builtins.hpp / all.cpp).
-void registerNnModules(Registry& r);
-void registerNnDefine(Registry& r);
-void registerNnFunctional(Registry& r);
-void registerLosses(Registry& r);
-void registerOptim(Registry& r);
-void registerSerialize(Registry& r);
+// A module whose forward is a Purple procedure and which has no parameters (nn_define.cpp):
+// `sequential` wraps plain procedures it is given with this.
+std::shared_ptr<torch::nn::Module> procedureModule(Value proc);
+// The state dict in PyTorch's order (each module's parameters, then its buffers, then its
+// children's, depth first); values are the module's own tensors (not copies).
+std::vector<std::pair<std::string, at::Tensor>> moduleStateDict(const torch::nn::Module& m);
+// Every tensor of a module's state dict, matched by name, copied in place without recording
+// gradients. Errors list missing and unexpected keys when `strict`, and shape mismatches always.
+void loadModuleStateDict(torch::nn::Module& m, const std::vector<std::pair<std::string, at::Tensor>>& entries,
+                         bool strict);
+// A state dict given as Purple data: an alist or a hash table of name -> tensor.
+std::vector<std::pair<std::string, at::Tensor>> stateDictFromValue(Value v, std::string_view who);
+Value stateDictToValue(const std::vector<std::pair<std::string, at::Tensor>>& entries);
+// Atomic file write: writes to PATH.tmp-PID then renames over PATH.
+void writeFileAtomically(const std::string& path, const char* data, size_t size, std::string_view who);
 
 }  // namespace purple

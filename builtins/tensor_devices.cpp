@@ -1,11 +1,12 @@
 // Devices, dtype conversion and LibTorch's global settings (threads, denormals, default dtype).
 //
-// Only CUDA-agnostic ATen interfaces are used here (the CUDA hooks and at::Device), so this file
-// compiles unchanged against Debian's CPU LibTorch 1.13 and a pip CUDA LibTorch 2.x; on a CPU
-// build the CUDA queries answer "none" and moving a tensor to "cuda" is a Purple error.
+// Only device-agnostic interfaces are used here (torch::cuda's declarations, which libtorch_cpu
+// implements in every build, and at::Device), so this file compiles unchanged against Debian's
+// CPU LibTorch 1.13 and a pip CUDA LibTorch 2.x; on a CPU build the CUDA queries answer "none"
+// and moving a tensor to "cuda" is a Purple error.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/cuda.h>
 #include <c10/core/DefaultDtype.h>
 #include "builtins/tensor_util.hpp"
 #include "builtins/builtins.hpp"
@@ -21,10 +22,7 @@ struct ToTarget {
   std::optional<at::Device> device;
 };
 
-int64_t cudaDeviceCount() {
-  if (!at::hasCUDA()) return 0;
-  return at::detail::getCUDAHooks().getNumGPUs();
-}
+int64_t cudaDeviceCount() { return int64_t(torch::cuda::device_count()); }
 
 at::Tensor convertTo(const at::Tensor& x, std::optional<at::ScalarType> dtype, std::optional<at::Device> device,
                      bool nonBlocking, bool copy) {
@@ -98,17 +96,13 @@ void registerTensorDevices(Registry& r) {
         "The number of CUDA devices (0 on a CPU-only build).");
   r.def("cuda-synchronize", "(:optional device)",
         [](std::optional<at::Device> device) {
-          int64_t n = cudaDeviceCount();
-          if (n == 0) return;   // nothing can be pending
-          // Every device when none is named: the hooks' current-device query differs across versions.
-          if (device && device->has_index()) {
-            at::detail::getCUDAHooks().deviceSynchronize(device->index());
-            return;
-          }
-          for (int64_t i = 0; i < n; i++) at::detail::getCUDAHooks().deviceSynchronize(i);
+          if (cudaDeviceCount() == 0) return;   // nothing can be pending
+          if (device && !device->is_cuda())
+            throwError("tensor-error", "cuda-synchronize: DEVICE must be a CUDA device, got \"" + device->str() + "\"");
+          torch::cuda::synchronize(device && device->has_index() ? device->index() : -1);
         },
-        "Waits until all work queued on CUDA device DEVICE (every device when omitted) has "
-        "finished; does nothing without CUDA. Use it before timing GPU code.");
+        "Waits until all work queued on the current CUDA device (or DEVICE) has finished; does "
+        "nothing without CUDA. Use it before timing GPU code.");
   r.def("set-num-threads!", "(n)",
         [](int64_t n) {
           if (n < 1) throwError("tensor-error", "set-num-threads!: the thread count must be at least 1",

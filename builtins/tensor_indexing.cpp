@@ -16,6 +16,7 @@
 #include "builtins/tensor_util.hpp"
 #include "builtins/builtins.hpp"
 #include "interp/tensor_value.hpp"
+#include <type_traits>
 #include <vector>
 
 namespace purple {
@@ -95,6 +96,12 @@ template <> struct Convert<IndexSpec> {
 
 namespace {
 
+// Slice bounds are int64_t in LibTorch 1.13 and c10::SymInt in 2.x.
+template <class T> int64_t plainInt(const T& v) {
+  if constexpr (std::is_integral_v<T>) return v;
+  else return v.expect_int();
+}
+
 const at::Tensor& target(Value v, const char* who) {
   if (!isTensor(v))
     throwError("type-error", std::string(who) + ": argument 1 must be a tensor, got " + describeValueType(v),
@@ -153,8 +160,8 @@ void registerTensorIndexing(Registry& r) {
               if (it.is_tensor()) list.push_back(it.tensor());
               else if (it.is_integer())
                 list.push_back(at::scalar_tensor(it.integer(), x.options().dtype(at::kLong)));
-              else if (it.is_slice() && it.slice().start() == 0 && it.slice().step() == 1 &&
-                       it.slice().stop() == at::indexing::INDEX_MAX)
+              else if (it.is_slice() && plainInt(it.slice().start()) == 0 && plainInt(it.slice().step()) == 1 &&
+                       plainInt(it.slice().stop()) == at::indexing::INDEX_MAX)
                 list.push_back(c10::nullopt);
               else
                 throwError("tensor-error", "tensor-index-put!: with :accumulate, indices must be integers, "
@@ -225,23 +232,30 @@ void registerTensorIndexing(Registry& r) {
         },
         "The indices of the non-zero elements of X: an N x ndim int64 tensor, or with :as-tuple #t "
         "a list of one 1-d index tensor per dimension.");
-  r.def("tensor-sort", "(x :key (dim -1) descending stable)",
-        [](const at::Tensor& x, int64_t dim, bool descending, bool stable) {
-          return at::sort(x, c10::optional<bool>(stable), dim, descending);
+  r.def("tensor-sort", "(x :optional dim descending :key dim descending stable)",
+        [](const at::Tensor& x, std::optional<int64_t> dimPos, bool descPos, std::optional<int64_t> dim,
+           bool descending, bool stable) {
+          return at::sort(x, c10::optional<bool>(stable), dim ? *dim : dimPos ? *dimPos : -1, descending || descPos);
         },
         "A list (values indices): X sorted along :dim (default the last), ascending unless "
         ":descending #t; :stable #t keeps equal elements in order.");
-  r.def("tensor-argsort", "(x :key (dim -1) descending)",
-        [](const at::Tensor& x, int64_t dim, bool descending) { return at::argsort(x, dim, descending); },
+  r.def("tensor-argsort", "(x :optional dim descending :key dim descending)",
+        [](const at::Tensor& x, std::optional<int64_t> dimPos, bool descPos, std::optional<int64_t> dim,
+           bool descending) {
+          return at::argsort(x, dim ? *dim : dimPos ? *dimPos : -1, descending || descPos);
+        },
         "The indices that sort X along :dim (default the last).");
-  r.def("tensor-topk", "(x k :key (dim -1) (largest #t) (sorted #t))",
-        [](const at::Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
-          return at::topk(x, k, dim, largest, sorted);
+  r.def("tensor-topk", "(x k :optional dim :key dim (largest #t) (sorted #t))",
+        [](const at::Tensor& x, int64_t k, std::optional<int64_t> dimPos, std::optional<int64_t> dim,
+           bool largest, bool sorted) {
+          return at::topk(x, k, dim ? *dim : dimPos ? *dimPos : -1, largest, sorted);
         },
         "A list (values indices) of the K largest elements of X along :dim (default the last); "
         ":largest #f gives the smallest.");
-  r.def("tensor-kthvalue", "(x k :key (dim -1) keepdim)",
-        [](const at::Tensor& x, int64_t k, int64_t dim, bool keepdim) { return at::kthvalue(x, k, dim, keepdim); },
+  r.def("tensor-kthvalue", "(x k :optional dim :key dim keepdim)",
+        [](const at::Tensor& x, int64_t k, std::optional<int64_t> dimPos, std::optional<int64_t> dim, bool keepdim) {
+          return at::kthvalue(x, k, dim ? *dim : dimPos ? *dimPos : -1, keepdim);
+        },
         "A list (values indices) of the K-th smallest element of X along :dim (K counts from 1).");
   r.def("tensor-unique", "(x :key (sorted #t) return-inverse return-counts dim)",
         [](const at::Tensor& x, bool sorted, bool inverse, bool counts, std::optional<int64_t> dim) -> Value {

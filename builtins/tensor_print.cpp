@@ -51,7 +51,22 @@ std::string cleanExponent(std::string s) {
   return mant + "e" + (neg ? "-" : "") + exp;
 }
 
-std::string formatReal(double d, bool single) {
+// The precision a float element was stored in: shortest digits are judged against it, so a
+// float16 0.1 prints as 0.1 rather than as the float32 digits of its rounded value.
+enum class Width { Double, Single, Half, BFloat16 };
+
+bool sameAt(Width w, const char* text, double d) {
+  switch (w) {
+    case Width::Double: return std::strtod(text, nullptr) == d;
+    case Width::Single: return std::strtof(text, nullptr) == float(d);
+    case Width::Half: return float(c10::Half(std::strtof(text, nullptr))) == float(c10::Half(float(d)));
+    case Width::BFloat16:
+      return float(c10::BFloat16(std::strtof(text, nullptr))) == float(c10::BFloat16(float(d)));
+  }
+  return false;
+}
+
+std::string formatReal(double d, Width width) {
   if (std::isnan(d)) return "+nan.0";
   if (std::isinf(d)) return d > 0 ? "+inf.0" : "-inf.0";
   char buf[64];
@@ -63,10 +78,10 @@ std::string formatReal(double d, bool single) {
   if (gPrint.precision > 0) {
     std::snprintf(buf, sizeof buf, "%.*g", gPrint.precision, d);
   } else {
-    int maxDigits = single ? 9 : 17;
+    int maxDigits = width == Width::Double ? 17 : 9;
     for (int p = 1; p <= maxDigits; p++) {
       std::snprintf(buf, sizeof buf, "%.*g", p, d);
-      if (single ? std::strtof(buf, nullptr) == float(d) : std::strtod(buf, nullptr) == d) break;
+      if (sameAt(width, buf, d)) break;
     }
   }
   std::string s = cleanExponent(buf);
@@ -92,7 +107,10 @@ Body formatElements(at::Tensor t, bool summarise) {
     b.cut.push_back(cut);
   }
   at::ScalarType st = t.scalar_type();
-  bool single = st == at::kFloat || st == at::kHalf || st == at::kBFloat16 || st == at::kComplexFloat;
+  Width width = st == at::kHalf       ? Width::Half
+                 : st == at::kBFloat16 ? Width::BFloat16
+                 : st == at::kFloat || st == at::kComplexFloat ? Width::Single
+                                                               : Width::Double;
   if (t.is_complex()) t = t.to(at::kCPU, at::kComplexDouble);
   else if (at::isFloatingType(st)) t = t.to(at::kCPU, at::kDouble);
   else if (st == at::kBool) t = t.to(at::kCPU);
@@ -104,13 +122,13 @@ Body formatElements(at::Tensor t, bool summarise) {
   if (t.is_complex()) {
     auto* p = t.data_ptr<c10::complex<double>>();
     for (int64_t k = 0; k < n; k++) {
-      std::string im = formatReal(p[k].imag(), single);
+      std::string im = formatReal(p[k].imag(), width);
       if (im[0] != '-' && im[0] != '+') im = "+" + im;
-      b.items.push_back(formatReal(p[k].real(), single) + im + "i");
+      b.items.push_back(formatReal(p[k].real(), width) + im + "i");
     }
   } else if (t.scalar_type() == at::kDouble) {
     auto* p = t.data_ptr<double>();
-    for (int64_t k = 0; k < n; k++) b.items.push_back(formatReal(p[k], single));
+    for (int64_t k = 0; k < n; k++) b.items.push_back(formatReal(p[k], width));
   } else if (t.scalar_type() == at::kBool) {
     auto* p = t.data_ptr<bool>();
     for (int64_t k = 0; k < n; k++) b.items.push_back(p[k] ? "#t" : "#f");

@@ -1,5 +1,6 @@
 // Shape operations: views and copies that rearrange elements without computing on them, and
 // joining and splitting tensors. Functions that give several tensors return a list.
+// Optional dimensions are keywords (:dim 1) and, as in PyTorch, may also come positionally.
 #include <ATen/ATen.h>
 #include "builtins/tensor_util.hpp"
 #include "builtins/builtins.hpp"
@@ -54,8 +55,9 @@ void registerTensorShape(Registry& r) {
   r.def("tensor-movedim", "(x source destination)",
         [](const at::Tensor& x, Dims src, Dims dst) { return at::movedim(x, src.dims, dst.dims); },
         "A view of X with dimension(s) SOURCE moved to position(s) DESTINATION.");
-  r.def("tensor-squeeze", "(x :key dim)",
-        [](const at::Tensor& x, std::optional<Dims> dim) {
+  r.def("tensor-squeeze", "(x :optional dim :key dim)",
+        [](const at::Tensor& x, std::optional<Dims> dimPos, std::optional<Dims> dim) {
+          if (!dim) dim = dimPos;
           if (!dim) return at::squeeze(x);
           // Squeeze the highest dimension first so the lower indices stay valid.
           IntList ds = dim->dims;
@@ -69,8 +71,11 @@ void registerTensorShape(Registry& r) {
   r.def("tensor-unsqueeze", "(x dim)",
         [](const at::Tensor& x, int64_t dim) { return at::unsqueeze(x, dim); },
         "A view of X with a new dimension of size 1 inserted at DIM: (tensor-unsqueeze x 0).");
-  r.def("tensor-flatten", "(x :key (start-dim 0) (end-dim -1))",
-        [](const at::Tensor& x, int64_t start, int64_t end) { return at::flatten(x, start, end); },
+  r.def("tensor-flatten", "(x :optional start-dim end-dim :key start-dim end-dim)",
+        [](const at::Tensor& x, std::optional<int64_t> startPos, std::optional<int64_t> endPos,
+           std::optional<int64_t> start, std::optional<int64_t> end) {
+          return at::flatten(x, start ? *start : startPos ? *startPos : 0, end ? *end : endPos ? *endPos : -1);
+        },
         "X with dimensions :start-dim .. :end-dim merged into one (all of them by default).");
   r.def("tensor-unflatten", "(x dim sizes)",
         [](const at::Tensor& x, int64_t dim, Shape sizes) { return x.unflatten(dim, sizes.dims); },
@@ -90,28 +95,37 @@ void registerTensorShape(Registry& r) {
   r.def("tensor-tile", "(x . dims)",
         [](const at::Tensor& x, Shape s) { return at::tile(x, s.dims); },
         "X repeated DIMS times along each dimension, padding DIMS with ones on the left.");
-  r.def("tensor-cat", "(tensors :key (dim 0))",
-        [](TensorList ts, int64_t dim) { return at::cat(ts.items, dim); },
+  r.def("tensor-cat", "(tensors :optional dim :key dim)",
+        [](TensorList ts, std::optional<int64_t> dimPos, std::optional<int64_t> dim) {
+          return at::cat(ts.items, dim ? *dim : dimPos ? *dimPos : 0);
+        },
         "The tensors of the list TENSORS joined along an existing dimension: "
         "(tensor-cat (list a b) :dim 1).");
-  r.def("tensor-stack", "(tensors :key (dim 0))",
-        [](TensorList ts, int64_t dim) { return at::stack(ts.items, dim); },
+  r.def("tensor-stack", "(tensors :optional dim :key dim)",
+        [](TensorList ts, std::optional<int64_t> dimPos, std::optional<int64_t> dim) {
+          return at::stack(ts.items, dim ? *dim : dimPos ? *dimPos : 0);
+        },
         "The same-shaped tensors of the list TENSORS joined along a new dimension :dim.");
   r.def("tensor-hstack", "(tensors)", [](TensorList ts) { return at::hstack(ts.items); },
         "The tensors of the list TENSORS joined column-wise (along dim 1; dim 0 for 1-d tensors).");
   r.def("tensor-vstack", "(tensors)", [](TensorList ts) { return at::vstack(ts.items); },
         "The tensors of the list TENSORS joined row-wise (1-d tensors become rows).");
-  r.def("tensor-split", "(x split-size-or-sections :key (dim 0))",
-        [](const at::Tensor& x, IntOrList s, int64_t dim) {
+  r.def("tensor-split", "(x split-size-or-sections :optional dim :key dim)",
+        [](const at::Tensor& x, IntOrList s, std::optional<int64_t> dimPos, std::optional<int64_t> dimKey) {
+          int64_t dim = dimKey ? *dimKey : dimPos ? *dimPos : 0;
           return s.isList ? at::split_with_sizes(x, s.values, dim) : at::split(x, s.values[0], dim);
         },
         "A list of views of X along :dim: pieces of SPLIT-SIZE (the last may be smaller), or of "
         "the sizes in the list SECTIONS: (tensor-split x 2) or (tensor-split x '(1 3) :dim 1).");
-  r.def("tensor-chunk", "(x chunks :key (dim 0))",
-        [](const at::Tensor& x, int64_t chunks, int64_t dim) { return at::chunk(x, chunks, dim); },
+  r.def("tensor-chunk", "(x chunks :optional dim :key dim)",
+        [](const at::Tensor& x, int64_t chunks, std::optional<int64_t> dimPos, std::optional<int64_t> dim) {
+          return at::chunk(x, chunks, dim ? *dim : dimPos ? *dimPos : 0);
+        },
         "A list of at most CHUNKS views of X of (nearly) equal size along :dim.");
-  r.def("tensor-unbind", "(x :key (dim 0))",
-        [](const at::Tensor& x, int64_t dim) { return at::unbind(x, dim); },
+  r.def("tensor-unbind", "(x :optional dim :key dim)",
+        [](const at::Tensor& x, std::optional<int64_t> dimPos, std::optional<int64_t> dim) {
+          return at::unbind(x, dim ? *dim : dimPos ? *dimPos : 0);
+        },
         "A list of the slices of X along :dim, each without that dimension.");
   r.def("tensor-flip", "(x dims)",
         [](const at::Tensor& x, Dims dims) { return at::flip(x, dims.dims); },

@@ -29,7 +29,7 @@ struct TensorList { std::vector<at::Tensor> items; };
 // A dtype name ('float32, "float64", :int64, "torch.float16" ...) or nullopt; never throws.
 std::optional<at::ScalarType> lookupScalarType(Value v);
 
-// Reads one integer element of a shape or dim list; `what` names the list in errors.
+// Reads one integer element of a shape or dim list (an integral flonum or 1-element int tensor too).
 int64_t intElement(Value v, const PrimitiveInfo* info, int i);
 // Reads a list or vector of integers.
 IntList intSequence(Value v, const PrimitiveInfo* info, int i);
