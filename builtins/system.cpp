@@ -134,7 +134,7 @@ void registerSystem(Registry& r) {
     return listFromArray(items, sizeof items / sizeof items[0]);
   }, "An alist of memory facts: live tensors and their bytes, collections, heap size.");
   r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) { setTensorCollectThreshold(b); },
-        "Sets how many bytes of new tensor storage trigger a collection (default 256 MB).");
+        "Sets how many bytes of new tensor storage trigger a collection (default 64 MB).");
   r.def("tensor-free!", "(tensor)", [](Value t) {
     if (!isTensor(t)) throwTypeError("tensor-free!", 1, "a tensor", t);
     releaseTensor(t);

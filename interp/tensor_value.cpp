@@ -1,6 +1,6 @@
 // The tensor cell and the accounting that keeps tensor memory bounded under a GC that only sees
 // 32-byte cells: the bytes of fresh storage are counted when a cell is made, and past a
-// threshold (256 MB unless PURPLE_TENSOR_GC_THRESHOLD says otherwise) a collection runs and
+// threshold (64 MB unless PURPLE_TENSOR_GC_THRESHOLD says otherwise) a collection runs and
 // the finalizers of dead cells release their storage.
 #include "interp/tensor_value.hpp"
 #include "interp/error.hpp"
@@ -23,7 +23,9 @@ std::atomic<int64_t> gBytesAfterCollect{0};
 std::atomic<int64_t> gThreshold{[] {
   const char* env = std::getenv("PURPLE_TENSOR_GC_THRESHOLD");
   int64_t v = env ? std::atoll(env) : 0;
-  return v > 0 ? v : int64_t(256) << 20;
+  // 64 MB: measured on a 1M-float loop with let-bound temporaries, peak RSS was 297 MB against
+  // 280 MB in Python (256 MB gave 590 MB) with no measurable difference in CPU time.
+  return v > 0 ? v : int64_t(64) << 20;
 }()};
 
 void finalizeTensor(void* obj, void*) {

@@ -29,7 +29,9 @@ const char* kUsage =
     "  --help          show this help\n"
     "  --version       show the Purple and LibTorch versions and whether CUDA is available\n"
     "environment: PURPLE_TENSOR_GC_THRESHOLD (bytes of new tensor storage between collections),\n"
-    "             PURPLE_CHECK_TENSOR_LEAKS=1 (fail if a tensor is alive after the final collection)\n";
+    "             PURPLE_CHECK_TENSOR_LEAKS=1 (fail if a tensor is alive after the final collection)\n"
+    "             PURPLE_FLUSH_DENORMAL=0 (keep subnormal floats; flushed to zero by default)\n"
+    "             PURPLE_GC_STRESS=1 (collect very often; for testing)\n";
 
 struct Job {
   std::vector<std::string> args;
@@ -81,6 +83,10 @@ int run(const std::vector<std::string>& args) {
     Interp& in = *interp;
     InterpScope scope(&in);
     in.libraryPath = libDirs;
+    // Subnormal floats make Adam ~80x slower on this kind of CPU (DESIGN.md); the command
+    // flushes them to zero unless PURPLE_FLUSH_DENORMAL=0. Embedding hosts decide for themselves.
+    const char* ftz = std::getenv("PURPLE_FLUSH_DENORMAL");
+    if (!(ftz && std::strcmp(ftz, "0") == 0)) in.evalString("(set-flush-denormal! #t)", "<startup>");
     in.commandLine.push_back(script.empty() ? "purple" : script);
     for (auto& s : scriptArgs) in.commandLine.push_back(s);
     try {
