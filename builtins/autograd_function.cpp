@@ -11,11 +11,21 @@
 // Lifetime of Purple values inside the graph: the node holds the backward procedure and the
 // context's user data through `Root`s, so the collector keeps them exactly as long as LibTorch
 // keeps the node (the node dies with the last tensor whose grad_fn it is; its destructor frees
-// the roots). The context object that Purple code sees is a small Foreign cell holding a
-// weak_ptr to the node, never an owning pointer, so storing a context anywhere cannot keep a
-// graph alive. Tensors inside Root-held data cannot be traced through LibTorch: put tensors in
-// `save-for-backward`, not in `ctx-set!`, or an output stored in its own context would form a
-// cycle the collector cannot see.
+// the roots), and also drops them as soon as a backward pass frees the node's saved tensors,
+// after which it can never run again. The context object that Purple code sees is a small
+// Foreign cell holding a weak_ptr to the node, never an owning pointer, so storing a context
+// anywhere cannot keep a graph alive.
+//
+// What a Root cannot do: the collector does not see the edges inside LibTorch, so a rooted
+// closure whose environment leads back to one of the node's outputs (a closure made in the same
+// procedure body that binds the output, a tensor stored with ctx-set!) keeps that output, and
+// the graph, alive until a backward pass releases the node. Graphs that are built but never
+// backpropagated (forward-only use of such closures) then stay until the roots are dropped. Saved
+// tensors have no such problem: they are SavedVariables, and a saved output refers to its node
+// weakly. (Holding closures weakly and keeping them alive from finalizers instead would let the
+// collector free these cycles, but also run tensor finalizers on cells a live closure can still
+// reach; Purple's tensor finalizer leaves such a cell dangling, so that would trade a leak for a
+// crash.)
 //
 // Threads: LibTorch runs backward callbacks on the thread that called backward for CPU work, and
 // on its per-device worker threads for CUDA work, possibly while the calling thread is busy with
@@ -194,13 +204,15 @@ struct PurpleFunctionNode : ag::Node {
 
   std::string name() const override { return name_; }
 
-  // The engine calls this after a backward pass that did not retain the graph; the node can never
-  // run again. Dropping the Purple roots here, not only when the node dies, breaks the cycles that
+  // The engine calls this after a backward pass that did not retain the graph; a node with saved
+  // tensors can never run again. Dropping the Purple roots here, not only when the node dies, breaks the cycles that
   // the collector cannot see through LibTorch (output -> node -> backward closure -> a frame that
   // holds the output), so the usual forward/backward loop frees its graphs even when the backward
   // closure or the context data happen to refer to the outputs.
+  // A node that saved nothing may run again, as in PyTorch, so it keeps its procedure.
   void release_variables() override {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (saved.empty() && !hasFreedBuffers) return;
     saved.clear();
     hasFreedBuffers = true;
     backwardProc = Root();
@@ -263,7 +275,7 @@ ag::variable_list PurpleFunctionNode::apply(ag::variable_list&& grads) {
   ag::variable_list results;
   auto self = std::static_pointer_cast<PurpleFunctionNode>(shared_from_this());
   runPurpleCallback(interp, name_, [&] {
-    if (hasFreedBuffers)
+    if (!backwardProc)
       throwError("autograd-error", name_ + ": trying to backward through the graph a second time "
                  "(or to read saved tensors after they were freed); pass :retain-graph #t to the first backward");
     Interp& in = *interp;
