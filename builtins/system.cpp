@@ -45,7 +45,8 @@ std::string helpText(Interp& in, Value name) {
   } else if (v.is(Kind::Closure)) {
     LambdaNode* l = v.as<Closure>()->code;
     out = "(" + std::string(symbolName(sym)) + " ...)  [procedure]\n  ";
-    out += isString(l->doc) ? std::string(stringView(l->doc)) : std::string("(no documentation)");
+    Value doc = isString(l->doc) ? l->doc : cell->doc;
+    out += isString(doc) ? std::string(stringView(doc)) : std::string("(no documentation)");
   } else if (v.is(Kind::Macro)) {
     out = std::string(symbolName(sym)) + "  [syntax]\n  ";
     out += isString(cell->doc) ? std::string(stringView(cell->doc)) : std::string("(no documentation)");
@@ -167,6 +168,34 @@ void registerSystem(Registry& r) {
     });
     return l;
   }, "Internal: every bound global name (for completion and the reference generator).");
+  r.def("%global-info", "(name)", [](Interp& in, Value name) -> Value {
+    GlobalCell* cell = in.findGlobal(name);
+    if (!cell || cell->value.isUnbound()) return Value::f();
+    Value v = cell->value;
+    Value items[4] = {Value::f(), Value::f(), Value::f(), Value::f()};   // kind family signature doc
+    if (v.is(Kind::Primitive)) {
+      PrimitiveInfo* info = v.as<Primitive>()->info;
+      items[0] = intern("builtin");
+      items[1] = makeString(info->family);
+      items[2] = makeString(info->signature);
+      items[3] = makeString(info->doc);
+    } else if (v.is(Kind::Closure)) {
+      LambdaNode* l = v.as<Closure>()->code;
+      items[0] = intern("procedure");
+      items[1] = makeString("prelude");
+      items[2] = makeString(toWriteString(l->params));
+      items[3] = isString(l->doc) ? l->doc : cell->doc;
+    } else if (v.is(Kind::Macro)) {
+      items[0] = intern("syntax");
+      items[1] = makeString("prelude");
+      items[3] = cell->doc;
+    } else {
+      items[0] = intern("variable");
+      items[1] = makeString("prelude");
+      items[3] = cell->doc;
+    }
+    return listFromArray(items, 4);
+  }, "Internal: (kind family signature doc) of the global NAME, or #f; used by the reference generator.");
   r.def("%set-documentation!", "(name doc)", [](Interp& in, Value name, std::string doc) {
     in.globalCell(name)->doc = makeString(doc);
   }, "Internal: attaches DOC to the global NAME (used for prelude syntax).");

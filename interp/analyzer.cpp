@@ -493,6 +493,7 @@ struct Analyzer {
         n->defaults[i] = defaults[i].isMissing() ? nullptr : analyze(defaults[i], &inner);
     }
     n->doc = Value::f();
+    n->params = stripSyntax(params);
     if (isPair(bodyForms) && isString(car(bodyForms)) && isPair(cdr(bodyForms))) n->doc = car(bodyForms);
     n->body = body(bodyForms, &inner, whole);
     n->frameSize = info.frameSize;

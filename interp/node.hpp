@@ -55,6 +55,7 @@ struct LambdaNode : Node {
   Node* body;
   Value name;                        // symbol or #f
   Value doc;                         // docstring (first body form when more follow) or #f
+  Value params;                      // the parameter list as written, for help
   SourcePos pos;
 };
 
