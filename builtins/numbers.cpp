@@ -72,6 +72,11 @@ double realArg(Value v, const char* who) {
 
 Value unaryMath(Value v, TensorUnary op, double (*fn)(double), const char* who) {
   if (isTensor(v)) return tensorUnary(op, v);
+  if (isCompnum(v) && op == TensorUnary::Exp) {
+    double re = toDouble(v.as<Compnum>()->re), im = toDouble(v.as<Compnum>()->im);
+    double m = std::exp(re);
+    return makeRectangular(makeFlonum(m * std::cos(im)), makeFlonum(m * std::sin(im)));
+  }
   return makeFlonum(fn(realArg(v, who)));
 }
 
@@ -118,7 +123,7 @@ void registerNumbers(Registry& r) {
 
   r.def("number?", "(obj)", [](Value v) { return isNumber(v); }, "True if OBJ is a number.");
   r.alias("complex?", "number?");
-  r.def("real?", "(obj)", [](Value v) { return isNumber(v); }, "True if OBJ is a real number.");
+  r.def("real?", "(obj)", [](Value v) { return isRealNumber(v); }, "True if OBJ is a real number.");
   r.def("rational?", "(obj)", [](Value v) {
     return isExactRational(v) || (isFlonum(v) && std::isfinite(flonumValue(v)));
   }, "True if OBJ is a rational number (finite reals are).");
@@ -127,9 +132,22 @@ void registerNumbers(Registry& r) {
   r.def("inexact?", "(z)", [](Value v) { requireNumber(v, "inexact?", 1); return !numIsExact(v); }, "True if Z is inexact.");
   r.def("exact-integer?", "(obj)", [](Value v) { return isExactInteger(v); }, "True if OBJ is an exact integer.");
   r.def("exact-rational?", "(obj)", [](Value v) { return isExactRational(v); }, "True if OBJ is an exact rational.");
-  r.def("nan?", "(x)", [](Value v) { requireNumber(v, "nan?", 1); return isFlonum(v) && std::isnan(flonumValue(v)); }, "True if X is a NaN.");
-  r.def("infinite?", "(x)", [](Value v) { requireNumber(v, "infinite?", 1); return isFlonum(v) && std::isinf(flonumValue(v)); }, "True if X is an infinity.");
-  r.def("finite?", "(x)", [](Value v) { requireNumber(v, "finite?", 1); return !isFlonum(v) || std::isfinite(flonumValue(v)); }, "True if X is finite.");
+  // Complex numbers: NaN or infinite when either part is; finite when both parts are.
+  auto parts = [](Value v, const char* who, auto test, bool any) {
+    requireNumber(v, who, 1);
+    Value re = isCompnum(v) ? v.as<Compnum>()->re : v, im = isCompnum(v) ? v.as<Compnum>()->im : Value::fixnum(0);
+    bool a = test(re), b = test(im);
+    return any ? (a || b) : (a && b);
+  };
+  r.def("nan?", "(z)", [parts](Value v) {
+    return parts(v, "nan?", [](Value x) { return isFlonum(x) && std::isnan(flonumValue(x)); }, true);
+  }, "True if Z is a NaN (or has a NaN part).");
+  r.def("infinite?", "(z)", [parts](Value v) {
+    return parts(v, "infinite?", [](Value x) { return isFlonum(x) && std::isinf(flonumValue(x)); }, true);
+  }, "True if Z is an infinity (or has an infinite part).");
+  r.def("finite?", "(z)", [parts](Value v) {
+    return parts(v, "finite?", [](Value x) { return !isFlonum(x) || std::isfinite(flonumValue(x)); }, false);
+  }, "True if Z is finite (both parts, for a complex number).");
   r.def("zero?", "(z)", [](Value v) { requireNumber(v, "zero?", 1); return numIsZero(v); }, "True if Z is zero.");
   r.def("positive?", "(x)", [](Value v) { requireNumber(v, "positive?", 1); return numSign(v) > 0; }, "True if X is positive.");
   r.def("negative?", "(x)", [](Value v) { requireNumber(v, "negative?", 1); return numSign(v) < 0; }, "True if X is negative.");
@@ -140,7 +158,37 @@ void registerNumbers(Registry& r) {
     requireNumber(v, "abs", 1);
     return numSign(v) < 0 ? numNegate(v) : v;
   }, "Absolute value of X (elementwise for a tensor).");
-  r.alias("magnitude", "abs");
+  r.def("magnitude", "(z)", [](Value v) -> Value {
+    if (isCompnum(v)) return makeFlonum(std::hypot(toDouble(v.as<Compnum>()->re), toDouble(v.as<Compnum>()->im)));
+    requireNumber(v, "magnitude", 1);
+    return numSign(v) < 0 ? numNegate(v) : v;
+  }, "The magnitude of Z: the absolute value of a real.");
+  r.def("make-rectangular", "(x y)", [](Value x, Value y) {
+    if (!isRealNumber(x)) throwTypeError("make-rectangular", 1, "a real number", x);
+    if (!isRealNumber(y)) throwTypeError("make-rectangular", 2, "a real number", y);
+    return makeRectangular(x, y);
+  }, "The complex number X + Yi.");
+  r.def("make-polar", "(magnitude angle)", [](Value m, Value a) -> Value {
+    if (!isRealNumber(m)) throwTypeError("make-polar", 1, "a real number", m);
+    if (!isRealNumber(a)) throwTypeError("make-polar", 2, "a real number", a);
+    if (numIsExact(a) && numIsZero(a)) return m;
+    double md = toDouble(m), ad = toDouble(a);
+    return makeRectangular(makeFlonum(md * std::cos(ad)), makeFlonum(md * std::sin(ad)));
+  }, "The complex number with MAGNITUDE and ANGLE (radians).");
+  r.def("real-part", "(z)", [](Value v) -> Value {
+    requireNumber(v, "real-part", 1);
+    return isCompnum(v) ? v.as<Compnum>()->re : v;
+  }, "The real part of Z.");
+  r.def("imag-part", "(z)", [](Value v) -> Value {
+    requireNumber(v, "imag-part", 1);
+    return isCompnum(v) ? v.as<Compnum>()->im : Value::fixnum(0);
+  }, "The imaginary part of Z (exact 0 for a real).");
+  r.def("angle", "(z)", [](Value v) -> Value {
+    requireNumber(v, "angle", 1);
+    if (isCompnum(v)) return makeFlonum(std::atan2(toDouble(v.as<Compnum>()->im), toDouble(v.as<Compnum>()->re)));
+    if (numSign(v) < 0) return makeFlonum(M_PI);
+    return numIsExact(v) ? Value::fixnum(0) : makeFlonum(0.0);
+  }, "The angle of Z in radians.");
   r.def("quotient", "(n1 n2)", [](Value a, Value b) { return numQuotient(a, b, "quotient"); }, "N1 divided by N2, truncated.");
   r.def("remainder", "(n1 n2)", [](Value a, Value b) { return numRemainder(a, b, "remainder"); }, "Remainder of truncated division; sign of N1.");
   r.def("modulo", "(n1 n2)", [](Value a, Value b) { return numModulo(a, b, "modulo"); }, "Remainder of floored division; sign of N2.");
@@ -211,16 +259,19 @@ void registerNumbers(Registry& r) {
     Value vs[2] = {s, rem};
     return makeValues(vs, 2);
   }, "Integer square root S of K and K - S*S, as two values.");
-  r.def("sqrt", "(z)", [](Value v) {
-    if (!isTensor(v) && isNumber(v) && numSign(v) < 0) throwError("error", "sqrt: negative argument (complex numbers are not supported)", listFromArray(&v, 1));
-    return numSqrt(v);
-  }, "Square root of Z: exact for exact squares; elementwise for a tensor.");
+  r.def("sqrt", "(z)", [](Value v) { return numSqrt(v); },
+        "Square root of Z: exact for exact squares, complex for negative numbers; elementwise for a tensor.");
   r.def("expt", "(z1 z2)", [](Value a, Value b) { return numExpt(a, b); }, "Z1 raised to the power Z2 (exact when both are exact and Z2 an integer).");
   r.def("exp", "(z)", [](Value v) { return unaryMath(v, TensorUnary::Exp, std::exp, "exp"); }, "e to the power Z.");
   r.def("log", "(z :optional base)", [](Value v, Value base) {
     if (isTensor(v)) {
       Value l = tensorUnary(TensorUnary::Log, v);
       return base.isMissing() ? l : tensorBinary(TensorBinary::Div, l, makeFlonum(std::log(realArg(base, "log"))));
+    }
+    if (isCompnum(v) || (isRealNumber(v) && numSign(v) < 0)) {
+      double re = toDouble(isCompnum(v) ? v.as<Compnum>()->re : v), im = isCompnum(v) ? toDouble(v.as<Compnum>()->im) : 0.0;
+      Value l = makeRectangular(makeFlonum(std::log(std::hypot(re, im))), makeFlonum(std::atan2(im, re)));
+      return base.isMissing() ? l : numDiv(l, makeFlonum(std::log(realArg(base, "log"))));
     }
     double x = realArg(v, "log");
     if (base.isMissing()) return makeFlonum(std::log(x));

@@ -182,12 +182,20 @@ bool eqv(Value a, Value b) {
     case Kind::Bignum: return bignumEqv(a.as<Bignum>(), b.as<Bignum>());
     case Kind::Ratnum: return eqv(a.as<Ratnum>()->num, b.as<Ratnum>()->num) &&
                               eqv(a.as<Ratnum>()->den, b.as<Ratnum>()->den);
+    case Kind::Compnum: return eqv(a.as<Compnum>()->re, b.as<Compnum>()->re) &&
+                               eqv(a.as<Compnum>()->im, b.as<Compnum>()->im);
     default: return false;
   }
 }
 
 bool numEqual(Value a, Value b) {
   if (a.isFixnum() && b.isFixnum()) return a == b;
+  if (isCompnum(a) || isCompnum(b)) {
+    // a real equals a complex whose imaginary part is (an inexact) zero
+    Value ar = isCompnum(a) ? a.as<Compnum>()->re : a, ai = isCompnum(a) ? a.as<Compnum>()->im : Value::fixnum(0);
+    Value br = isCompnum(b) ? b.as<Compnum>()->re : b, bi = isCompnum(b) ? b.as<Compnum>()->im : Value::fixnum(0);
+    return numEqual(ar, br) && numEqual(ai, bi);
+  }
   bool fa = isFlonum(a), fb = isFlonum(b);
   if (fa && fb) return flonumValue(a) == flonumValue(b);
   if (fa) return isNumber(b) && flonumEqualsExact(flonumValue(a), b);
@@ -258,6 +266,7 @@ uint64_t hashEqv(Value v) {
     switch (v.obj()->kind) {
       case Kind::Symbol: return mix(v.as<Symbol>()->hash ^ (uint64_t(v.obj()->flags & 1) << 40));
       case Kind::Flonum: case Kind::Bignum: case Kind::Ratnum: return hashNumber(v);
+      case Kind::Compnum: return combine(hashNumber(v.as<Compnum>()->re), hashNumber(v.as<Compnum>()->im));
       default: return mix(v.bits >> 3);
     }
   }

@@ -81,6 +81,30 @@ Value fromQ(mpq_t q) {
 
 [[noreturn]] void notANumber(const char* who, int index, Value v) { throwTypeError(who, index, "a number", v); }
 
+Value realPart(Value v) { return isCompnum(v) ? v.as<Compnum>()->re : v; }
+Value imagPart(Value v) { return isCompnum(v) ? v.as<Compnum>()->im : Value::fixnum(0); }
+
+enum class ComplexOp { Add, Sub, Mul, Div };
+
+// Complex arithmetic on the parts, which are any reals (exact parts stay exact).
+Value complexBinary(ComplexOp op, Value a, Value b) {
+  Value ar = realPart(a), ai = imagPart(a), br = realPart(b), bi = imagPart(b);
+  switch (op) {
+    case ComplexOp::Add: return makeRectangular(numAdd(ar, br), numAdd(ai, bi));
+    case ComplexOp::Sub: return makeRectangular(numSub(ar, br), numSub(ai, bi));
+    case ComplexOp::Mul:
+      return makeRectangular(numSub(numMul(ar, br), numMul(ai, bi)), numAdd(numMul(ar, bi), numMul(ai, br)));
+    case ComplexOp::Div: {
+      Value den = numAdd(numMul(br, br), numMul(bi, bi));
+      if (numIsZero(den)) throwError("error", "/: division by zero");
+      Value re = numAdd(numMul(ar, br), numMul(ai, bi));
+      Value im = numSub(numMul(ai, br), numMul(ar, bi));
+      return makeRectangular(numDiv(re, den), numDiv(im, den));
+    }
+  }
+  return Value::f();
+}
+
 // Which representation an operation on a and b runs in.
 enum class Rep { Fix, Int, Rat, Flo };
 Rep repOf(Value v, const char* who, int index) {
@@ -98,6 +122,18 @@ Rep repOf(Value v, const char* who, int index) {
 Rep joinRep(Rep a, Rep b) { return a > b ? a : b; }
 
 }  // namespace
+
+Value makeRectangular(Value re, Value im) {
+  if (im.isFixnum() && im.fixnum() == 0) return re;
+  auto* c = static_cast<Compnum*>(gcAlloc(sizeof(Compnum)));
+  c->kind = Kind::Compnum;
+  c->flags = 0;
+  c->small = 0;
+  c->extra = 0;
+  c->re = re;
+  c->im = im;
+  return Value(c);
+}
 
 Value bignumFromInt64(int64_t i) {
   Z z;
@@ -133,7 +169,10 @@ void requireInteger(Value v, const char* who, int argIndex) {
   if (!numIsInteger(v)) throwTypeError(who, argIndex, "an integer", v);
 }
 
-bool numIsExact(Value a) { return a.isFixnum() || isBignum(a) || isRatnum(a); }
+bool numIsExact(Value a) {
+  if (isCompnum(a)) return numIsExact(a.as<Compnum>()->re) && numIsExact(a.as<Compnum>()->im);
+  return a.isFixnum() || isBignum(a) || isRatnum(a);
+}
 bool numIsInteger(Value a) {
   if (isExactInteger(a)) return true;
   if (isFlonum(a)) {
@@ -149,6 +188,7 @@ bool numIsInteger(Value a) {
 Value numAdd(Value a, Value b) {
   if (a.isFixnum() && b.isFixnum()) return makeInteger(a.fixnum() + b.fixnum());
   TENSOR_DISPATCH(TensorBinary::Add, a, b)
+  if (isCompnum(a) || isCompnum(b)) return complexBinary(ComplexOp::Add, a, b);
   switch (joinRep(repOf(a, "+", 1), repOf(b, "+", 2))) {
     case Rep::Flo: return makeFlonum(toDouble(a) + toDouble(b));
     case Rep::Rat: {
@@ -171,6 +211,7 @@ Value numAdd(Value a, Value b) {
 Value numSub(Value a, Value b) {
   if (a.isFixnum() && b.isFixnum()) return makeInteger(a.fixnum() - b.fixnum());
   TENSOR_DISPATCH(TensorBinary::Sub, a, b)
+  if (isCompnum(a) || isCompnum(b)) return complexBinary(ComplexOp::Sub, a, b);
   switch (joinRep(repOf(a, "-", 1), repOf(b, "-", 2))) {
     case Rep::Flo: return makeFlonum(toDouble(a) - toDouble(b));
     case Rep::Rat: {
@@ -196,6 +237,7 @@ Value numMul(Value a, Value b) {
     if (!__builtin_mul_overflow(a.fixnum(), b.fixnum(), &r)) return makeInteger(r);
   }
   TENSOR_DISPATCH(TensorBinary::Mul, a, b)
+  if (isCompnum(a) || isCompnum(b)) return complexBinary(ComplexOp::Mul, a, b);
   switch (joinRep(repOf(a, "*", 1), repOf(b, "*", 2))) {
     case Rep::Flo: return makeFlonum(toDouble(a) * toDouble(b));
     case Rep::Rat: {
@@ -217,6 +259,7 @@ Value numMul(Value a, Value b) {
 
 Value numDiv(Value a, Value b) {
   TENSOR_DISPATCH(TensorBinary::Div, a, b)
+  if (isCompnum(a) || isCompnum(b)) return complexBinary(ComplexOp::Div, a, b);
   Rep r = joinRep(repOf(a, "/", 1), repOf(b, "/", 2));
   if (r == Rep::Flo) return makeFlonum(toDouble(a) / toDouble(b));
   if (numIsZero(b)) throwError("error", "/: division by zero", listFromArray(&a, 1));
@@ -236,12 +279,14 @@ Value numNegate(Value a) {
 
 bool numIsZero(Value a) {
   if (a.isFixnum()) return a.fixnum() == 0;
+  if (isCompnum(a)) return numIsZero(a.as<Compnum>()->re) && numIsZero(a.as<Compnum>()->im);
   if (isFlonum(a)) return flonumValue(a) == 0.0;
   return false;   // bignums and ratnums are never zero
 }
 
 int numSign(Value a) {
   if (a.isFixnum()) return (a.fixnum() > 0) - (a.fixnum() < 0);
+  if (isCompnum(a)) throwTypeError("sign", 1, "a real number", a);
   if (isFlonum(a)) return (flonumValue(a) > 0) - (flonumValue(a) < 0);
   if (isBignum(a)) return a.as<Bignum>()->small ? -1 : 1;
   if (isRatnum(a)) return numSign(a.as<Ratnum>()->num);
@@ -284,6 +329,11 @@ bool numLess(Value a, Value b, const char* who) {
 
 bool numEq(Value a, Value b, const char* who) {
   if (a.isFixnum() && b.isFixnum()) return a == b;
+  if (isCompnum(a) || isCompnum(b)) {
+    if (!isNumber(a)) notANumber(who, 1, a);
+    if (!isNumber(b)) notANumber(who, 2, b);
+    return numEq(realPart(a), realPart(b), who) && numEq(imagPart(a), imagPart(b), who);
+  }
   if (isNan(a) || isNan(b)) {
     repOf(a, who, 1);
     repOf(b, who, 2);
@@ -294,6 +344,7 @@ bool numEq(Value a, Value b, const char* who) {
 
 Value numExact(Value a) {
   if (numIsExact(a)) return a;
+  if (isCompnum(a)) return makeRectangular(numExact(a.as<Compnum>()->re), numExact(a.as<Compnum>()->im));
   if (!isFlonum(a)) notANumber("exact", 1, a);
   double d = flonumValue(a);
   if (!std::isfinite(d)) throwError("error", "exact: no exact representation of " + formatFlonum(d));
@@ -305,6 +356,7 @@ Value numExact(Value a) {
 
 Value numInexact(Value a) {
   if (isFlonum(a)) return a;
+  if (isCompnum(a)) return makeRectangular(numInexact(a.as<Compnum>()->re), numInexact(a.as<Compnum>()->im));
   return makeFlonum(toDouble(a));
 }
 
@@ -361,6 +413,18 @@ Value numExpt(Value base, Value e) {
   if (isTensor(base) || isTensor(e)) return tensorBinary(TensorBinary::Pow, base, e);
   requireNumber(base, "expt", 1);
   requireNumber(e, "expt", 2);
+  if (isCompnum(base) || isCompnum(e)) {
+    if (isCompnum(base) && e.isFixnum()) {   // exact integer power by squaring keeps exactness
+      int64_t n = e.fixnum();
+      Value result = Value::fixnum(1), b = base;
+      for (uint64_t k = uint64_t(n < 0 ? -n : n); k; k >>= 1) {
+        if (k & 1) result = numMul(result, b);
+        b = numMul(b, b);
+      }
+      return n < 0 ? numDiv(Value::fixnum(1), result) : result;
+    }
+    throwError("error", "expt: complex exponents are not supported", listFromArray(&e, 1));
+  }
   if (isExactInteger(e) && numIsExact(base)) {
     if (isBignum(e)) {
       if (base == Value::fixnum(1) || base == Value::fixnum(0)) return base;
@@ -397,6 +461,17 @@ Value numExactIntegerSqrt(Value a, Value* remainder) {
 Value numSqrt(Value a) {
   if (isTensor(a)) return tensorUnary(TensorUnary::Sqrt, a);
   requireNumber(a, "sqrt", 1);
+  if (isCompnum(a) || numSign(a) < 0) {
+    if (!isCompnum(a) && numIsExact(a)) {   // exact negative: exact imaginary root when it exists
+      Value root = numSqrt(numNegate(a));
+      if (numIsExact(root)) return makeRectangular(Value::fixnum(0), root);
+    }
+    double re = toDouble(realPart(a)), im = toDouble(imagPart(a));
+    double m = std::hypot(re, im);
+    double sr = std::sqrt((m + re) / 2), si = std::copysign(std::sqrt((m - re) / 2), im);
+    if (!isCompnum(a)) si = std::sqrt(-re);
+    return makeRectangular(makeFlonum(sr), makeFlonum(si));
+  }
   if (isExactInteger(a) && numSign(a) >= 0) {
     Value rem;
     Value s = numExactIntegerSqrt(a, &rem);
@@ -513,12 +588,22 @@ std::string formatFlonum(double d) {
       out = "0." + std::string(size_t(-exp10 - 1), '0') + digits;
     }
   } else {
-    out = digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "") + "e" + std::to_string(exp10);
+    out = digits.substr(0, 1) + "." + (digits.size() > 1 ? digits.substr(1) : "0") + "e" +
+          (exp10 > 0 ? "+" : "") + std::to_string(exp10);
   }
   return neg ? "-" + out : out;
 }
 
 std::string numberToString(Value n, int radix) {
+  if (isCompnum(n)) {
+    Value re = n.as<Compnum>()->re, im = n.as<Compnum>()->im;
+    std::string out = re == Value::fixnum(0) ? "" : numberToString(re, radix);
+    std::string ims = numberToString(im, radix);
+    if (ims == "1") ims = "";
+    else if (ims == "-1") ims = "-";
+    if (ims.empty() || (ims[0] != '-' && ims[0] != '+')) ims = "+" + ims;
+    return out + ims + "i";
+  }
   if (n.isFixnum()) {
     if (radix == 10) return std::to_string(n.fixnum());
     Z z;
@@ -563,6 +648,44 @@ static std::optional<Value> parseUInteger(std::string_view s, int radix) {
   return fromZ(z.z);
 }
 
+static std::optional<Value> parseReal(std::string_view text, int radix, char exactness);
+
+// a+bi, a-bi, +i, -bi, a@angle (after the prefixes are stripped)
+static std::optional<Value> parseComplex(std::string_view t, int radix, char exactness) {
+  size_t at = t.find('@');
+  if (at != std::string_view::npos) {
+    auto m = parseReal(t.substr(0, at), radix, exactness), a = parseReal(t.substr(at + 1), radix, exactness);
+    if (!m || !a) return std::nullopt;
+    if (numIsZero(*a)) return *m;
+    double md = toDouble(*m), ad = toDouble(*a);
+    return makeRectangular(makeFlonum(md * std::cos(ad)), makeFlonum(md * std::sin(ad)));
+  }
+  if (t.size() < 2 || (t.back() != 'i' && t.back() != 'I')) return std::nullopt;
+  std::string_view body = t.substr(0, t.size() - 1);
+  // split at the last sign that is not the first character and not an exponent's sign
+  size_t split = std::string_view::npos;
+  for (size_t i = body.size(); i-- > 1;) {
+    if ((body[i] == '+' || body[i] == '-') && !std::strchr("eEsSfFdDlL", body[i - 1])) {
+      split = i;
+      break;
+    }
+  }
+  std::string_view reText = split == std::string_view::npos ? std::string_view() : body.substr(0, split);
+  std::string_view imText = split == std::string_view::npos ? body : body.substr(split);
+  if (imText.empty() || (imText[0] != '+' && imText[0] != '-')) return std::nullopt;
+  std::optional<Value> im;
+  if (imText == "+") im = Value::fixnum(1);
+  else if (imText == "-") im = Value::fixnum(-1);
+  else im = parseReal(imText, radix, exactness);
+  std::optional<Value> re = reText.empty() ? std::optional<Value>(Value::fixnum(0)) : parseReal(reText, radix, exactness);
+  if (!re || !im) return std::nullopt;
+  if (exactness == 'i' || isFlonum(*re) || isFlonum(*im)) {
+    // inexact: an exact-zero part written as 0 still becomes 0.0 so the result stays complex
+    return makeRectangular(numInexact(*re), numInexact(*im));
+  }
+  return makeRectangular(*re, *im);
+}
+
 std::optional<Value> parseNumber(std::string_view text, int radix) {
   char exactness = 0;
   while (text.size() >= 2 && text[0] == '#') {
@@ -575,6 +698,11 @@ std::optional<Value> parseNumber(std::string_view text, int radix) {
     else return std::nullopt;
     text.remove_prefix(2);
   }
+  if (auto r = parseReal(text, radix, exactness)) return r;
+  return parseComplex(text, radix, exactness);
+}
+
+static std::optional<Value> parseReal(std::string_view text, int radix, char exactness) {
   if (text.empty()) return std::nullopt;
   std::string lower(text);
   for (auto& c : lower) c = char(std::tolower(c));

@@ -8,6 +8,7 @@
 namespace purple {
 
 Value bignumFromInt64(int64_t i);
+Value makeRectangular(Value re, Value im);            // a real when im is an exact 0
 Value bignumFromUint64(uint64_t u);
 
 // Generic operations. `who` names the procedure for type errors.

@@ -240,7 +240,7 @@ struct Printer {
       }
       case Kind::Symbol: return symbol(v);
       case Kind::String: return string(v);
-      case Kind::Flonum: case Kind::Bignum: case Kind::Ratnum:
+      case Kind::Flonum: case Kind::Bignum: case Kind::Ratnum: case Kind::Compnum:
         out += numberToString(v);
         return;
       case Kind::Bytevector: {

@@ -21,7 +21,7 @@ enum class Kind : uint8_t {
   Closure, Primitive, Continuation, Parameter, CaseLambda,
   HashTable, Record, RecordType, Promise, ErrorObject, Port, MultipleValues,
   Environment, Macro, Alias, GlobalCell, EofObject,
-  Tensor, Module, Optimizer, Foreign, Node, Frame, Box,
+  Tensor, Module, Optimizer, Foreign, Node, Frame, Box, Compnum,
 };
 
 struct Object {
@@ -120,6 +120,7 @@ struct Bignum : Object {          // immutable; small = sign (0 positive, 1 nega
 };
 
 struct Ratnum : Object { Value num, den; };   // den > 1, gcd(num, den) = 1; exact integers
+struct Compnum : Object { Value re, im; };    // rectangular; im is never an exact 0
 
 struct Box : Object { Value value; };
 
@@ -233,7 +234,9 @@ inline bool isBignum(Value v) { return v.is(Kind::Bignum); }
 inline bool isRatnum(Value v) { return v.is(Kind::Ratnum); }
 inline bool isExactInteger(Value v) { return v.isFixnum() || isBignum(v); }
 inline bool isExactRational(Value v) { return isExactInteger(v) || isRatnum(v); }
-inline bool isNumber(Value v) { return v.isFixnum() || isFlonum(v) || isBignum(v) || isRatnum(v); }
+inline bool isCompnum(Value v) { return v.is(Kind::Compnum); }
+inline bool isRealNumber(Value v) { return v.isFixnum() || isFlonum(v) || isBignum(v) || isRatnum(v); }
+inline bool isNumber(Value v) { return isRealNumber(v) || isCompnum(v); }
 inline bool isTensor(Value v) { return v.is(Kind::Tensor); }
 inline bool isProcedure(Value v) {
   if (!v.isObject()) return false;
