@@ -6,6 +6,7 @@
 #include "interp/printer.hpp"
 #include "interp/port.hpp"
 #include "interp/gc.hpp"
+#include "interp/cpu_allocator.hpp"
 #include "builtins/builtins.hpp"
 #include <gc/gc.h>
 #include <pthread.h>
@@ -32,6 +33,7 @@ InterpScope::~InterpScope() { tCurrent = prev_; }
 Interp::Interp() {
   gcInit();
   gcRegisterCurrentThread();
+  installCpuAllocator();
   st = static_cast<State*>(gcAllocRoot(sizeof(State)));
   Value* fields = reinterpret_cast<Value*>(st);
   for (size_t i = 0; i < sizeof(State) / sizeof(Value); i++) fields[i] = Value::f();
