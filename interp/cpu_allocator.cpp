@@ -21,12 +21,7 @@ namespace purple {
 namespace {
 
 constexpr size_t kLargeBlock = size_t(1) << 20;      // below this, the default allocator
-constexpr size_t kHeader = 64;                       // keeps the data 64-byte aligned
 constexpr size_t kCacheCapacity = size_t(64) << 20;  // bytes of freed blocks kept for reuse
-
-struct BlockHeader {
-  size_t mappedBytes;
-};
 
 class CachingCpuAllocator final : public c10::Allocator {
  public:
@@ -34,18 +29,20 @@ class CachingCpuAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(size_t bytes) const override {
     if (bytes < kLargeBlock) return fallback_->allocate(bytes);
-    size_t mapped = roundUp(bytes + kHeader);
+    size_t mapped = roundUp(bytes);
     void* base = takeCached(mapped);
     if (!base) {
+      // Page-aligned, so 64-byte aligned as LibTorch wants. Data and context are the same
+      // pointer, as raw_allocate requires; the block's size is kept in sizes_.
       base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (base == MAP_FAILED) throw std::bad_alloc();
-      static_cast<BlockHeader*>(base)->mappedBytes = mapped;
+      std::lock_guard<std::mutex> g(lock_);
+      sizes_[base] = mapped;
     }
-    void* data = static_cast<char*>(base) + kHeader;
-    return {data, base, &release, c10::Device(c10::DeviceType::CPU)};
+    return {base, base, &release, c10::Device(c10::DeviceType::CPU)};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
   static CachingCpuAllocator* instance;
 
@@ -66,15 +63,23 @@ class CachingCpuAllocator final : public c10::Allocator {
   }
 
   static void release(void* base) {
-    size_t mapped = static_cast<BlockHeader*>(base)->mappedBytes;
     CachingCpuAllocator* self = instance;
+    size_t mapped;
     {
       std::lock_guard<std::mutex> g(self->lock_);
+      auto it = self->sizes_.find(base);
+      if (it == self->sizes_.end()) {
+        // a small block handed out through raw_allocate: the default allocator's to free
+        if (c10::DeleterFnPtr d = self->fallback_->raw_deleter()) d(base);
+        return;
+      }
+      mapped = it->second;
       if (self->cached_ + mapped <= kCacheCapacity) {
         self->free_[mapped].push_back(base);
         self->cached_ += mapped;
         return;
       }
+      self->sizes_.erase(it);
     }
     munmap(base, mapped);
   }
@@ -82,6 +87,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   c10::Allocator* fallback_;
   mutable std::mutex lock_;
   mutable std::unordered_map<size_t, std::vector<void*>> free_;
+  mutable std::unordered_map<void*, size_t> sizes_;   // every live or cached block
   mutable size_t cached_ = 0;
 };
 
