@@ -213,6 +213,14 @@ void registerControl(Registry& r) {
     Value result;
     try {
       result = in.apply(thunk.value, nullptr, 0);
+    } catch (const PurpleInterrupt&) {
+      // An interrupt or exhausted budget must reach the host: AFTER runs, but whatever it
+      // does (loop until the budget stops it again, escape, raise) cannot cancel the stop.
+      try {
+        in.apply(after.value, nullptr, 0);
+      } catch (...) {
+      }
+      throw;
     } catch (...) {
       in.apply(after.value, nullptr, 0);
       throw;

@@ -547,6 +547,7 @@ void registerData(Registry& r) {
         "into a list; anything else is returned as the list of samples.");
   r.def("rename-file", "(old new)",
         [](std::string from, std::string to) {
+          requireFileAccess("rename-file");
           if (std::rename(from.c_str(), to.c_str()) != 0)
             throwError("file-error", "rename-file: cannot rename " + from + " to " + to + " (" +
                                          std::strerror(errno) + ")");
@@ -556,6 +557,7 @@ void registerData(Registry& r) {
         "checkpoints.");
   r.def("create-directory", "(path :key (parents #t))",
         [](std::string path, bool parents) {
+          requireFileAccess("create-directory");
           auto make = [](const std::string& p) {
             if (::mkdir(p.c_str(), 0777) != 0 && errno != EEXIST)
               throwError("file-error", "create-directory: cannot create " + p + " (" + std::strerror(errno) + ")");

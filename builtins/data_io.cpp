@@ -24,6 +24,7 @@ namespace dataload {
 
 // Reads a whole file, inflating it when it is gzip-compressed (zlib reads plain files as-is).
 std::vector<uint8_t> readMaybeGzipped(const std::string& path, const std::string& who) {
+  requireFileAccess(who);
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) fileError(who, std::string("cannot open file (") + std::strerror(errno) + ")", path);
   gzbuffer(f, 1 << 17);
@@ -143,6 +144,7 @@ Value loadCsv(const std::string& path, bool header, Value columns, std::string d
   const std::string who = "load-csv";
   if (delimiter.size() != 1) throwError("data-error", "load-csv: :delimiter must be one character:", cons(makeString(delimiter), Value::nil()));
   char delim = delimiter[0];
+  requireFileAccess(who);
   std::ifstream in(path);
   if (!in) fileError(who, std::string("cannot open file (") + std::strerror(errno) + ")", path);
   std::string line;

@@ -591,6 +591,7 @@ Value stateDictToValue(const std::vector<std::pair<std::string, at::Tensor>>& en
 }
 
 void writeFileAtomically(const std::string& path, const char* data, size_t size, std::string_view who) {
+  requireFileAccess(who);
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

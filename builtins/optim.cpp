@@ -493,6 +493,7 @@ void registerOptim(Registry& r) {
   r.def("load-optimizer-state!", "(opt path)",
         [](Value opt, std::string path) {
           OptimizerObj* o = optimizerArg(opt, "load-optimizer-state!", 1);
+          requireFileAccess("load-optimizer-state!");
           std::ifstream f(path, std::ios::binary);
           if (!f) throwError("file-error", "load-optimizer-state!: cannot open " + path, cons(makeString(path), Value::nil()));
           std::stringstream s;

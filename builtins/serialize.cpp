@@ -23,6 +23,7 @@ namespace purple {
 namespace {
 
 std::vector<char> readFile(const std::string& path, const char* who) {
+  requireFileAccess(who);
   std::ifstream f(path, std::ios::binary);
   if (!f) throwError("file-error", std::string(who) + ": cannot open " + path, cons(makeString(path), Value::nil()));
   return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

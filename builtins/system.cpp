@@ -60,6 +60,7 @@ std::string helpText(Interp& in, Value name) {
 
 void registerSystem(Registry& r) {
   r.def("command-line", "()", [](Interp& in) {
+    requireProcess(in, "command-line");
     Value l = Value::nil();
     for (size_t i = in.commandLine.size(); i-- > 0;) l = cons(makeString(in.commandLine[i]), l);
     return l;

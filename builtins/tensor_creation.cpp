@@ -52,6 +52,7 @@ struct Flattener {
                                "must have the same length)", cons(at, Value::nil()));
   }
   void walk(Value v, size_t depth) {
+    if (stackNearlyFull()) throwError("recursion-error", std::string(who) + ": data nested too deeply");
     if (depth < shape.size()) {
       if (!isSequence(v) || seqLength(v) != size_t(shape[depth])) ragged(v);
       forEachItem(v, [&](Value x) { walk(x, depth + 1); });

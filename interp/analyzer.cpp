@@ -252,6 +252,7 @@ struct Analyzer {
   }
 
   Node* analyze(Value x, Scope* scope) {
+    if (stackNearlyFull()) throwError("recursion-error", "expression nested too deeply to compile");
     if (isIdentifier(x)) {
       if (isKeyword(x)) return constant(x);
       return variable(x, scope, x);
@@ -797,6 +798,7 @@ struct Analyzer {
   // ---- quasiquote ----
 
   Value qq(Value x, int depth, Scope* scope) {
+    if (stackNearlyFull()) throwError("recursion-error", "quasiquote template nested too deeply");
     State& st = *in.st;
     auto quoted = [&](Value v) { return listFromArray(std::array<Value, 2>{intern("quote"), v}.data(), 2); };
     if (x.is(Kind::Vector)) {
@@ -861,6 +863,7 @@ struct Analyzer {
     ValueVec forms;
     for (Value p = cdr(x); isPair(p); p = cdr(p)) {
       if (!isString(car(p))) syntaxError("include expects file names", x);
+      requireFileAccess("include");
       std::string path = in.resolveRelative(std::string(stringView(car(p))), pos);
       std::ifstream f(path);
       if (!f) throwError("file-error", "include: cannot open " + path);

@@ -198,8 +198,9 @@ static Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, In
 
 void Interp::safePoint() {
   stepsLeft = 1024;
+  // The request stays set while the interrupt unwinds (cleanup code such as dynamic-wind
+  // exits meets it again at its next safe point); whoever receives the interrupt clears it.
   if (interruptRequested_.load(std::memory_order_relaxed)) {
-    interruptRequested_.store(false);
     throw PurpleInterrupt(makeError(intern("interrupt"), "interrupted", Value::nil()));
   }
   if (gcFinalizersPending()) gcRunFinalizers();

@@ -71,7 +71,9 @@ Interp::~Interp() {
   std::free(callStack);
 }
 
-void Interp::ensureStackLimit() {
+namespace {
+// The lowest address the C++ code of this thread may reach before "recursion too deep".
+char* threadStackLimit() {
   if (tStackLimit == nullptr) {
     pthread_attr_t attr;
     void* addr = nullptr;
@@ -85,7 +87,14 @@ void Interp::ensureStackLimit() {
     if (addr && size > 2 * margin) tStackLimit = static_cast<char*>(addr) + margin;
     else tStackLimit = reinterpret_cast<char*>(__builtin_frame_address(0)) - 4 * 1024 * 1024;
   }
-  stackLimit = tStackLimit;
+  return tStackLimit;
+}
+}  // namespace
+
+bool stackNearlyFull() { return reinterpret_cast<char*>(__builtin_frame_address(0)) < threadStackLimit(); }
+
+void Interp::ensureStackLimit() {
+  stackLimit = threadStackLimit();
   if (limits.maxDepth > kMaxDepthCap) limits.maxDepth = kMaxDepthCap;
 }
 
@@ -162,6 +171,12 @@ Value Interp::evalString(std::string_view text, std::string_view sourceName) {
     result = evalForm(form, &positions);
   }
   return result;
+}
+
+void requireFileAccess(std::string_view who) {
+  Interp* in = Interp::current();
+  if (in && !in->limits.allowFiles)
+    throwError("file-error", std::string(who) + ": file access is disabled in this interpreter");
 }
 
 Value Interp::loadFile(const std::string& path) {

@@ -37,6 +37,15 @@ struct Limits {
   int64_t maxDepth = 400000;      // nested evaluations before "recursion too deep"
 };
 
+// Throws a file-error naming WHO when the interpreter running on this thread may not touch
+// files (Limits::allowFiles). Every builtin that opens, probes, writes or renames a path calls it.
+void requireFileAccess(std::string_view who);
+
+// True when the calling thread's C++ stack is within the safety margin that "recursion too deep"
+// keeps: recursive C++ code that a script can drive arbitrarily deep (printing, reading nested
+// data) checks it, so a host thread's small stack ends in a Purple error, not a crash.
+bool stackNearlyFull();
+
 std::string primitiveName(Value prim);
 
 class Interp {

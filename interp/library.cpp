@@ -53,6 +53,7 @@ void Interp::importLibrary(Value importSet) {
   if (!isPair(name)) throwError("syntax-error", "import: bad library name " + toWriteString(importSet));
   if (!isStandardLibrary(name) && !loaded(st, name)) {
     std::string rel = nameToPath(name);
+    requireFileAccess("import");
     std::vector<std::string> dirs;
     if (isString(st->currentFile)) {
       std::string f(stringView(st->currentFile));

@@ -206,6 +206,7 @@ struct Printer {
   }
 
   void print(Value v) {
+    if (stackNearlyFull()) throwError("recursion-error", "data nested too deeply to print");
     if (v.isFixnum()) {
       out += std::to_string(v.fixnum());
       return;

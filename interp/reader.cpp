@@ -1,4 +1,5 @@
 #include "interp/reader.hpp"
+#include "interp/interp.hpp"
 #include "interp/numbers.hpp"
 #include "interp/tensor_hooks.hpp"
 #include <cctype>
@@ -108,6 +109,7 @@ std::string Reader::token() {
 Value Reader::datum() {
   skipAtmosphere();
   int line = line_, col = col_;
+  if (stackNearlyFull()) fail("data nested too deeply", line, col);
   int c = peek();
   if (c == -1) failEof("datum", line, col);
   switch (c) {

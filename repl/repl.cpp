@@ -93,6 +93,7 @@ bool evalAndPrint(Interp& in, const std::string& text, const std::string& source
       if (printValues) printResult(in, v);
     } catch (const PurpleException& e) {
       gEvaluating = 0;
+      in.interruptRequested_.store(false);   // an interrupt is consumed once reported
       reportError(in, e);
       ok = false;
     } catch (const ContinuationInvoked&) {
