@@ -12,6 +12,8 @@
 
 namespace purple {
 
+Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec);
+
 namespace {
 
 constexpr uint32_t kInlineSlots = 8;
@@ -47,7 +49,8 @@ inline Frame* frameAt(Frame* env, uint32_t depth) {
   return env;
 }
 
-// Arguments that need no call: constants and variables, evaluated without entering `eval`.
+// Arguments that need no new activation: constants, variables, and calls of primitives
+// (`(- n 1)`, `(< n 2)`), evaluated without entering `eval`.
 inline Value evalSimple(Interp& in, Node* n, Frame* env) {
   switch (n->op()) {
     case Op::Const: return static_cast<ConstNode*>(n)->value;
@@ -57,6 +60,14 @@ inline Value evalSimple(Interp& in, Node* n, Frame* env) {
       auto* cell = static_cast<GlobalNode*>(n)->cell;
       if (cell->value.isUnbound()) unboundVariable(cell);
       return cell->value;
+    }
+    case Op::App: {
+      auto* app = static_cast<AppNode*>(n);
+      if (app->fn->op() == Op::Global) {
+        Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+        if (fn.is(Kind::Primitive)) return callPrimitiveApp(in, app, fn, env, &in.callStack[in.depth]);
+      }
+      return in.eval(n, env);
     }
     default: return in.eval(n, env);
   }
@@ -164,7 +175,9 @@ static Value selectCaseLambda(Value proc, int argc) {
 // are released as soon as this primitive returns (when it keeps none of its arguments):
 // `(tensor-sum (tensor-relu (+ (* x 2) 1)))` frees each intermediate tensor right away, as
 // Python's reference counting would.
-static Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
+Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
+  // Nested primitive calls recurse here without a new eval activation: guard the C++ stack.
+  if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) recursionTooDeep(in);
   auto* p = fn.as<Primitive>();
   uint32_t argc = app->argc;
   Value argvBuf[kInlineSlots];
@@ -185,6 +198,22 @@ static Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, In
       }
     }
     argv[i] = evalSimple(in, a, env);
+  }
+  if (p->small && argc == 2 && argv[0].isFixnum() && argv[1].isFixnum()) {
+    int64_t a = argv[0].fixnum(), b = argv[1].fixnum(), r;
+    switch (InlineOp(p->small)) {
+      case InlineOp::Add: return makeInteger(a + b);   // fixnums are 62-bit: no overflow here
+      case InlineOp::Sub: return makeInteger(a - b);
+      case InlineOp::Mul:
+        if (!__builtin_mul_overflow(a, b, &r)) return makeInteger(r);
+        break;
+      case InlineOp::Lt: return Value::boolean(a < b);
+      case InlineOp::Gt: return Value::boolean(a > b);
+      case InlineOp::Le: return Value::boolean(a <= b);
+      case InlineOp::Ge: return Value::boolean(a >= b);
+      case InlineOp::NumEq: return Value::boolean(a == b);
+      default: break;
+    }
   }
   rec->node = app;
   rec->proc = fn;

@@ -151,6 +151,9 @@ struct Primitive : Object {       // flags: see PrimitiveFlags
   PrimFn fn;
   PrimitiveInfo* info;
 };
+// Primitive::small: arithmetic the evaluator does inline when both arguments are fixnums
+// (the builtin is still called for anything else, and when the name is rebound).
+enum class InlineOp : uint16_t { None = 0, Add, Sub, Mul, Lt, Gt, Le, Ge, NumEq };
 enum PrimitiveFlags : uint8_t {
   kPrimReturnsFresh = 1,          // result, when a tensor, is a new cell nobody else holds
   kPrimBorrowsArgs = 2,           // keeps no reference to its argument cells after returning
