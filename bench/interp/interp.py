@@ -1,6 +1,7 @@
 """Interpreter workloads, CPython side (same work as interp.purple and interp.scm).
 Run: python3 bench/interp/interp.py WORKLOAD [SIZE]
-Prints "WORK ..." and "RESULT name seconds checksum" (timed region only)."""
+Prints "WORK ...", "RESULT name seconds checksum" (wall clock, timed region only) and
+"CPU name seconds" (processor time of the same region)."""
 import sys
 import time
 
@@ -71,10 +72,13 @@ def symbol_hash_bench(n):
 
 def run(name, work, thunk):
     print(f"WORK {name}: {work}", flush=True)
+    c0 = time.process_time()
     t0 = time.perf_counter()
     r = thunk()
     t1 = time.perf_counter()
+    c1 = time.process_time()
     print(f"RESULT {name} {t1 - t0:.9f} {r}", flush=True)
+    print(f"CPU {name} {c1 - c0:.9f}", flush=True)
 
 
 def main():

@@ -1,6 +1,7 @@
 ;;; Interpreter workloads, Guile side (same work as interp.purple and interp.py).
 ;;; Run: guile [--no-auto-compile] bench/interp/interp.scm WORKLOAD [SIZE]
-;;; Prints "WORK ..." and "RESULT name seconds checksum" (timed region only).
+;;; Prints "WORK ...", "RESULT name seconds checksum" (wall clock, timed region only) and
+;;; "CPU name seconds" (processor time of the same region).
 
 (define (fib n) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))
 
@@ -42,12 +43,16 @@
 
 (define (run name work thunk)
   (display "WORK ") (display name) (display ": ") (display work) (newline)
-  (let* ((t0 (get-internal-real-time))
+  (let* ((c0 (get-internal-run-time))
+         (t0 (get-internal-real-time))
          (r (thunk))
-         (t1 (get-internal-real-time)))
+         (t1 (get-internal-real-time))
+         (c1 (get-internal-run-time)))
     (display "RESULT ") (display name) (display " ")
     (display (exact->inexact (/ (- t1 t0) internal-time-units-per-second)))
-    (display " ") (display r) (newline)))
+    (display " ") (display r) (newline)
+    (display "CPU ") (display name) (display " ")
+    (display (exact->inexact (/ (- c1 c0) internal-time-units-per-second))) (newline)))
 
 (case workload
   ((fib) (let ((n (or size 30)))

@@ -4,7 +4,8 @@ shuffled, one epoch over the 60,000 training images; gradients cleared to None e
 Run: /usr/bin/python3 bench/train/mlp.py THREADS [index|dataloader] [LIMIT]
   index:      batches cut with a random permutation and tensor indexing (default)
   dataloader: torch.utils.data.DataLoader over a TensorDataset (the tutorial way)
-Prints "WORK ...", "RESULT mlp-epoch seconds mean-loss" (the epoch only, not loading) and
+Prints "WORK ...", "RESULT mlp-epoch seconds mean-loss" (the epoch only, not loading),
+"CPU mlp-epoch seconds" (processor time of the epoch) and
 "RSS peak-bytes" (getrusage ru_maxrss)."""
 import gzip
 import resource
@@ -60,6 +61,7 @@ def batches_dataloader():
 batches = batches_dataloader if mode == "dataloader" else batches_index
 print(f"WORK mlp-epoch: {n} Fashion-MNIST images, 784-128-10 MLP, cross-entropy on logits, "
       f"Adam 1e-3, batch 64, shuffled ({mode}), {threads} thread(s), flush-denormal on", flush=True)
+c0 = time.process_time()
 t0 = time.perf_counter()
 total, steps = 0.0, 0
 model.train()
@@ -71,6 +73,8 @@ for x, y in batches():
     total += loss.item()
     steps += 1
 t1 = time.perf_counter()
+c1 = time.process_time()
 print(f"RESULT mlp-epoch {t1 - t0:.9f} {total / steps:.3f}", flush=True)
+print(f"CPU mlp-epoch {c1 - c0:.9f}", flush=True)
 print(f"STEPS {steps}")
 print(f"RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}", flush=True)
