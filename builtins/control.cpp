@@ -120,11 +120,7 @@ bool errorKindIs(Value e, const char* kind) {
 }
 
 Value makeParameter(Interp& in, Value value, Value converter) {
-  auto* p = static_cast<Parameter*>(gcAlloc(sizeof(Parameter)));
-  p->kind = Kind::Parameter;
-  p->flags = 0;
-  p->small = 0;
-  p->extra = 0;
+  auto* p = allocObject<Parameter>(Kind::Parameter);
   p->converter = converter;
   p->value = converter.isFalse() ? value : in.apply(converter, &value, 1);
   return Value(p);
@@ -186,11 +182,7 @@ void registerControl(Registry& r) {
     return in.apply(consumer.value, &v, 1);
   }, "Calls PRODUCER with no arguments and passes its values to CONSUMER.");
   r.def("call-with-current-continuation", "(proc)", [](Interp& in, Procedure proc) {
-    auto* k = static_cast<Continuation*>(gcAlloc(sizeof(Continuation)));
-    k->kind = Kind::Continuation;
-    k->flags = 0;
-    k->small = 0;
-    k->extra = 0;
+    auto* k = allocObject<Continuation>(Kind::Continuation);
     k->id = in.nextContinuationId++;
     k->valid = true;
     Value kv(k);
@@ -291,11 +283,7 @@ void registerControl(Registry& r) {
   r.def("eval", "(expr :optional env)", [](Interp& in, Value expr, Value) { return in.evalForm(expr); },
         "Evaluates EXPR at top level. ENV is accepted for R7RS compatibility; every environment is the interpreter's global one.");
   auto envFn = [](Interp& in, RestArgs) {
-    auto* e = static_cast<Environment*>(gcAlloc(sizeof(Environment)));
-    e->kind = Kind::Environment;
-    e->flags = 0;
-    e->small = 0;
-    e->extra = 0;
+    auto* e = allocObject<Environment>(Kind::Environment);
     e->interp = &in;
     return Value(e);
   };

@@ -31,11 +31,7 @@ static void finalizePort(void* obj, void*) {
 }
 
 Value makePort(PortImpl* impl) {
-  auto* p = static_cast<Port*>(gcAlloc(sizeof(Port)));
-  p->kind = Kind::Port;
-  p->flags = 0;
-  p->small = 0;
-  p->extra = 0;
+  auto* p = allocObject<Port>(Kind::Port);
   p->impl = impl;
   gcRegisterFinalizer(p, finalizePort, nullptr);
   return Value(p);
@@ -255,11 +251,7 @@ Value withPort(Interp& in, Value& slot, Value port, Value thunk) {
 }
 
 Value makePortParameter(Value port) {
-  auto* p = static_cast<Parameter*>(gcAlloc(sizeof(Parameter)));
-  p->kind = Kind::Parameter;
-  p->flags = 0;
-  p->small = 0;
-  p->extra = 0;
+  auto* p = allocObject<Parameter>(Kind::Parameter);
   p->value = port;
   p->converter = Value::f();
   return Value(p);

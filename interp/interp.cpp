@@ -113,11 +113,7 @@ GlobalCell* Interp::globalCell(Value symbol) {
   symbol = symbol.is(Kind::Alias) ? Value(symbol.as<Alias>()->symbol) : symbol;
   auto it = globals_->find(symbol.obj());
   if (it != globals_->end()) return it->second;
-  auto* cell = static_cast<GlobalCell*>(gcAlloc(sizeof(GlobalCell)));
-  cell->kind = Kind::GlobalCell;
-  cell->flags = 0;
-  cell->small = 0;
-  cell->extra = 0;
+  auto* cell = allocObject<GlobalCell>(Kind::GlobalCell);
   cell->value = Value::unbound();
   cell->name = symbol;
   cell->doc = Value::f();

@@ -69,11 +69,7 @@ void setQ(mpq_t q, Value v) {
 Value fromQ(mpq_t q) {
   mpq_canonicalize(q);
   if (mpz_cmp_ui(mpq_denref(q), 1) == 0) return fromZ(mpq_numref(q));
-  auto* r = static_cast<Ratnum*>(gcAlloc(sizeof(Ratnum)));
-  r->kind = Kind::Ratnum;
-  r->flags = 0;
-  r->small = 0;
-  r->extra = 0;
+  auto* r = allocObject<Ratnum>(Kind::Ratnum);
   r->num = fromZ(mpq_numref(q));
   r->den = fromZ(mpq_denref(q));
   return Value(r);
@@ -125,11 +121,7 @@ Rep joinRep(Rep a, Rep b) { return a > b ? a : b; }
 
 Value makeRectangular(Value re, Value im) {
   if (im.isFixnum() && im.fixnum() == 0) return re;
-  auto* c = static_cast<Compnum*>(gcAlloc(sizeof(Compnum)));
-  c->kind = Kind::Compnum;
-  c->flags = 0;
-  c->small = 0;
-  c->extra = 0;
+  auto* c = allocObject<Compnum>(Kind::Compnum);
   c->re = re;
   c->im = im;
   return Value(c);

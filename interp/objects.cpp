@@ -8,16 +8,6 @@
 
 namespace purple {
 
-template <class T>
-static T* newObject(Kind k, size_t bytes = sizeof(T)) {
-  auto* o = static_cast<T*>(gcAlloc(bytes));
-  o->kind = k;
-  o->flags = 0;
-  o->small = 0;
-  o->extra = 0;
-  return o;
-}
-
 Value cons(Value a, Value d) {
   auto* p = static_cast<Pair*>(GC_MALLOC(sizeof(Pair)));
   if (!p) throw std::bad_alloc();
@@ -47,7 +37,7 @@ Value makeInteger(int64_t i) {
 }
 
 static String* allocString(size_t bytes, size_t chars) {
-  auto* s = newObject<String>(Kind::String);
+  auto* s = allocObject<String>(Kind::String);
   s->capacity = uint32_t(bytes + 1);
   s->data = static_cast<char*>(gcAllocAtomic(bytes + 1));
   s->data[bytes] = '\0';
@@ -78,7 +68,7 @@ Value makeStringFill(size_t chars, uint32_t fill) {
 }
 
 Value makeVector(size_t n, Value fill) {
-  auto* v = newObject<Vector>(Kind::Vector, sizeof(Vector) + (n ? n - 1 : 0) * sizeof(Value));
+  auto* v = allocObject<Vector>(Kind::Vector, sizeof(Vector) + (n ? n - 1 : 0) * sizeof(Value));
   v->extra = uint32_t(n);
   for (size_t i = 0; i < n; i++) v->items[i] = fill;
   return Value(v);
@@ -95,14 +85,14 @@ Value makeBytevector(size_t n, uint8_t fill) {
 }
 
 Value makeBox(Value v) {
-  auto* b = newObject<Box>(Kind::Box);
+  auto* b = allocObject<Box>(Kind::Box);
   b->value = v;
   return Value(b);
 }
 
 Value makeValues(const Value* items, size_t n) {
   if (n == 1) return items[0];
-  auto* m = newObject<MultipleValues>(Kind::MultipleValues,
+  auto* m = allocObject<MultipleValues>(Kind::MultipleValues,
                                       sizeof(MultipleValues) + (n ? n - 1 : 0) * sizeof(Value));
   m->extra = uint32_t(n);
   for (size_t i = 0; i < n; i++) m->items[i] = items[i];
@@ -110,7 +100,7 @@ Value makeValues(const Value* items, size_t n) {
 }
 
 Value makeError(Value kind, std::string_view message, Value irritants) {
-  auto* e = newObject<ErrorObject>(Kind::ErrorObject);
+  auto* e = allocObject<ErrorObject>(Kind::ErrorObject);
   e->who = Value::f();
   e->errorKind = kind;
   e->message = makeString(message);
@@ -127,7 +117,7 @@ static void destroyForeign(void* obj, void*) {
 }
 
 Value makeForeign(void* ptr, void (*destroy)(void*), Value typeName) {
-  auto* f = newObject<Foreign>(Kind::Foreign);
+  auto* f = allocObject<Foreign>(Kind::Foreign);
   f->ptr = ptr;
   f->destroy = destroy;
   f->typeName = typeName;

@@ -102,11 +102,7 @@ struct Expander {
   Value rename(Value id) {
     for (auto& r : renames)
       if (r.first == id) return r.second;
-    auto* a = static_cast<Alias*>(gcAlloc(sizeof(Alias)));
-    a->kind = Kind::Alias;
-    a->flags = 0;
-    a->small = 0;
-    a->extra = 0;
+    auto* a = allocObject<Alias>(Kind::Alias);
     a->symbol = id;
     a->scope = defScope;
     a->macroEnv = Value::f();

@@ -268,6 +268,18 @@ void* gcAllocAtomic(size_t bytes);    // never scanned (strings, doubles)
 void* gcAllocRoot(size_t bytes);      // uncollectable and scanned: a root until gcFreeRoot
 void gcFreeRoot(void* p);
 
+// A GC object of type T (scanned for pointers) with its header set; `bytes` covers any
+// variable-length tail.
+template <class T>
+T* allocObject(Kind kind, size_t bytes = sizeof(T)) {
+  auto* o = static_cast<T*>(gcAlloc(bytes));
+  o->kind = kind;
+  o->flags = 0;
+  o->small = 0;
+  o->extra = 0;
+  return o;
+}
+
 Value cons(Value a, Value d);
 Value makeFlonum(double d);
 Value makeInteger(int64_t i);         // fixnum or bignum
