@@ -238,11 +238,25 @@ at::Tensor operandTensor(const TensorOrScalar& x, const at::Device& device) {
   return x.isTensor() ? *x.tensor : wrappedScalar(x.scalar, device);
 }
 
+// The number operand of an elementwise op with TENSOR. When the result dtype is the tensor's
+// anyway (a real number with a floating tensor, an integer with an integer tensor), the wrapped
+// number is made in that dtype at once: LibTorch would otherwise convert it on every call
+// (a quarter of a tiny add, measured in bench/results/2026-11-22-profile.md).
+static at::Tensor scalarOperand(const at::Scalar& s, const at::Tensor& tensor) {
+  at::ScalarType t = tensor.scalar_type();
+  bool sameKind = (at::isFloatingType(t) && !s.isComplex()) ||
+                  (at::isIntegralType(t, /*includeBool=*/false) && s.isIntegral(/*includeBool=*/false));
+  if (!sameKind || !tensor.device().is_cpu()) return wrappedScalar(s, tensor.device());
+  at::Tensor w = at::detail::scalar_tensor_static(s, t, at::kCPU);
+  w.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return w;
+}
+
 std::pair<at::Tensor, at::Tensor> binaryOperands(const TensorOrScalar& a, const TensorOrScalar& b,
                                                  std::string_view who) {
   if (a.isTensor() && b.isTensor()) return {*a.tensor, *b.tensor};
-  if (a.isTensor()) return {*a.tensor, wrappedScalar(b.scalar, a.tensor->device())};
-  if (b.isTensor()) return {wrappedScalar(a.scalar, b.tensor->device()), *b.tensor};
+  if (a.isTensor()) return {*a.tensor, scalarOperand(b.scalar, *a.tensor)};
+  if (b.isTensor()) return {scalarOperand(a.scalar, *b.tensor), *b.tensor};
   // Two numbers: a 0-d tensor each, so the tensor op still answers with a tensor.
   auto plain = [](const at::Scalar& s) {
     at::ScalarType t = s.isBoolean() ? at::kBool : s.isIntegral(false) ? at::kLong

@@ -146,5 +146,8 @@ int main(int argc, char** argv) {
   }
   pthread_attr_destroy(&attr);
   std::fflush(stdout);
-  return job.status;
+  std::fflush(stderr);
+  // Everything the program wrote is flushed and files are closed; skipping the destructors of
+  // LibTorch's ~285 libraries saves ~70 ms of every run.
+  std::_Exit(job.status);
 }
