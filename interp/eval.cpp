@@ -23,10 +23,15 @@ struct DepthRestore {
   ~DepthRestore() { in.depth--; }
 };
 
-[[noreturn]] void recursionTooDeep(Interp& in) {
-  in.depth--;
+[[noreturn]] void throwRecursionError(Interp& in) {
   throwError("recursion-error", "recursion too deep (more than " + std::to_string(in.limits.maxDepth) +
                                     " nested calls, or the C++ stack is nearly full)");
+}
+
+// For eval, which has already counted its own activation in `depth`.
+[[noreturn]] void recursionTooDeep(Interp& in) {
+  in.depth--;
+  throwRecursionError(in);
 }
 
 [[noreturn]] void unboundVariable(GlobalCell* cell) {
@@ -177,7 +182,7 @@ static Value selectCaseLambda(Value proc, int argc) {
 // Python's reference counting would.
 Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
   // Nested primitive calls recurse here without a new eval activation: guard the C++ stack.
-  if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) recursionTooDeep(in);
+  if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
   auto* p = fn.as<Primitive>();
   uint32_t argc = app->argc;
   Value argvBuf[kInlineSlots];
