@@ -28,6 +28,17 @@ Value applyPrim(Interp& in, Value* a, int n, PrimitiveInfo* info) {
   return in.apply(a[0], args.data(), int(args.size()));
 }
 
+// Appends to a list in order without reversing it at the end.
+struct ListBuilder {
+  Value head = Value::nil(), tail = Value::nil();
+  void add(Value v) {
+    Value cell = cons(v, Value::nil());
+    if (head.isNil()) head = cell;
+    else tail.as<Pair>()->cdr = cell;
+    tail = cell;
+  }
+};
+
 // Required argument count of a procedure, or -1 when unknown.
 int requiredArity(Value fn) {
   if (fn.is(Kind::Closure)) {
@@ -49,7 +60,7 @@ Value mapIterable(Interp& in, Value fn, Value collection, PrimitiveInfo* info, b
   if (iteratorMaker.isUnbound()) throwTypeError(info->name, 2, "a list", collection);
   Value next = in.apply(iteratorMaker, &collection, 1);
   bool spread = requiredArity(fn) == 2;
-  Value head = Value::nil(), tail = Value::nil();
+  ListBuilder results;
   while (true) {
     Value item = in.apply(next, nullptr, 0);
     if (item.isEof()) break;
@@ -60,14 +71,9 @@ Value mapIterable(Interp& in, Value fn, Value collection, PrimitiveInfo* info, b
     } else {
       r = in.apply(fn, &item, 1);
     }
-    if (collect) {
-      Value cell = cons(r, Value::nil());
-      if (head.isNil()) head = cell;
-      else tail.as<Pair>()->cdr = cell;
-      tail = cell;
-    }
+    if (collect) results.add(r);
   }
-  return collect ? head : Value::unspecified();
+  return collect ? results.head : Value::unspecified();
 }
 
 // map and for-each over one or more lists; stops at the shortest (SRFI-1).
@@ -77,35 +83,25 @@ Value mapLike(Interp& in, Value* a, int n, PrimitiveInfo* info, bool collect) {
   if (!isProcedure(fn)) throwTypeError(info->name, 1, "a procedure", fn);
   if (n == 2 && !isPair(a[1]) && !a[1].isNil()) return mapIterable(in, fn, a[1], info, collect);
   if (n == 2) {
-    Value head = Value::nil(), tail = Value::nil();
+    ListBuilder results;
     for (Value p = a[1]; isPair(p); p = cdr(p)) {
       Value x = car(p);
       Value r = in.apply(fn, &x, 1);
-      if (collect) {
-        Value cell = cons(r, Value::nil());
-        if (head.isNil()) head = cell;
-        else tail.as<Pair>()->cdr = cell;
-        tail = cell;
-      }
+      if (collect) results.add(r);
     }
-    return collect ? head : Value::unspecified();
+    return collect ? results.head : Value::unspecified();
   }
   ValueVec lists(a + 1, a + n);
   ValueVec args(size_t(n - 1));
-  Value head = Value::nil(), tail = Value::nil();
+  ListBuilder results;
   while (true) {
     for (size_t i = 0; i < lists.size(); i++) {
-      if (!isPair(lists[i])) return collect ? head : Value::unspecified();
+      if (!isPair(lists[i])) return collect ? results.head : Value::unspecified();
       args[i] = car(lists[i]);
       lists[i] = cdr(lists[i]);
     }
     Value r = in.apply(fn, args.data(), int(args.size()));
-    if (collect) {
-      Value cell = cons(r, Value::nil());
-      if (head.isNil()) head = cell;
-      else tail.as<Pair>()->cdr = cell;
-      tail = cell;
-    }
+    if (collect) results.add(r);
   }
 }
 

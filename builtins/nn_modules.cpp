@@ -624,6 +624,33 @@ std::vector<std::pair<std::string, at::Tensor>> readStateDictFile(Interp& in, co
 }
 }  // namespace
 
+// conv1d / conv2d: the functional convolution when A is a tensor (CONV is at::conv1d or
+// at::conv2d), otherwise a ConvNd module with in-channels A, out-channels B, kernel-size C.
+template <size_t D, class Impl, class Options, class Conv>
+Value convolutionOrModule(const std::string& who, const char* moduleName, Conv conv, Value a, Value b, Value c,
+                          Value stride, Value padding, Value dilation, Value groups, Value bias, Value mode) {
+  if (isTensor(a)) {
+    at::Tensor x = tensorArg(a, who, 1), w = tensorArg(b, who, 2), bs = optTensor(c, who, 3);
+    IntList st = stride.isMissing() ? IntList{1} : intsArg(stride, who, 5);
+    IntList dl = dilation.isMissing() ? IntList{1} : intsArg(dilation, who, 7);
+    int64_t g = groups.isMissing() ? 1 : intArg(groups, who, 8);
+    if (!padding.isMissing() && isPaddingName(padding))
+      return wrapTensor(conv(x, w, bs, at::IntArrayRef(st), lowerDash(nameOf(padding)), at::IntArrayRef(dl), g));
+    IntList pd = padding.isMissing() ? IntList{0} : intsArg(padding, who, 6);
+    return wrapTensor(conv(x, w, bs, at::IntArrayRef(st), at::IntArrayRef(pd), at::IntArrayRef(dl), g));
+  }
+  if (c.isMissing())
+    throwError("arity-error", who + ": a " + moduleName + " module needs in-channels, out-channels and kernel-size");
+  Options o(intArg(a, who, 1), intArg(b, who, 2), ea<D>(intsArg(c, who, 3), who, "kernel-size"));
+  if (!stride.isMissing()) o.stride(ea<D>(intsArg(stride, who, 5), who, "stride"));
+  convPadding<D>(o, padding, 5, who);
+  if (!dilation.isMissing()) o.dilation(ea<D>(intsArg(dilation, who, 7), who, "dilation"));
+  if (!groups.isMissing()) o.groups(intArg(groups, who, 8));
+  o.bias(optBool(bias, true));
+  convPaddingMode(o, mode, who);
+  return makeLayer<Impl>(moduleName, o);
+}
+
 void registerNnModules(Registry& r) {
   static bool hooked = false;
   if (!hooked) {
@@ -641,56 +668,22 @@ void registerNnModules(Registry& r) {
         "bias (OUT-FEATURES) unless :bias #f. Apply it with (forward m x) or (m x).");
 
   r.def("conv1d", "(a b :optional c :key stride padding dilation groups bias padding-mode)",
-        [](Interp& in, Value a, Value b, Value c, Value stride, Value padding, Value dilation, Value groups, Value bias,
-           Value mode) -> Value {
-          const std::string who = "conv1d";
-          if (isTensor(a)) {
-            at::Tensor x = tensorArg(a, who, 1), w = tensorArg(b, who, 2), bs = optTensor(c, who, 3);
-            IntList st = stride.isMissing() ? IntList{1} : intsArg(stride, who, 5);
-            IntList dl = dilation.isMissing() ? IntList{1} : intsArg(dilation, who, 7);
-            int64_t g = groups.isMissing() ? 1 : intArg(groups, who, 8);
-            if (!padding.isMissing() && isPaddingName(padding))
-              return wrapTensor(at::conv1d(x, w, bs, st, lowerDash(nameOf(padding)), dl, g));
-            IntList pd = padding.isMissing() ? IntList{0} : intsArg(padding, who, 6);
-            return wrapTensor(at::conv1d(x, w, bs, st, pd, dl, g));
-          }
-          if (c.isMissing()) throwError("arity-error", "conv1d: a Conv1d module needs in-channels, out-channels and kernel-size");
-          torch::nn::Conv1dOptions o(intArg(a, who, 1), intArg(b, who, 2), ea<1>(intsArg(c, who, 3), who, "kernel-size"));
-          if (!stride.isMissing()) o.stride(ea<1>(intsArg(stride, who, 5), who, "stride"));
-          convPadding<1>(o, padding, 5, who);
-          if (!dilation.isMissing()) o.dilation(ea<1>(intsArg(dilation, who, 7), who, "dilation"));
-          if (!groups.isMissing()) o.groups(intArg(groups, who, 8));
-          o.bias(optBool(bias, true));
-          convPaddingMode(o, mode, who);
-          return makeLayer<torch::nn::Conv1dImpl>("Conv1d", o);
+        [](Interp&, Value a, Value b, Value c, Value stride, Value padding, Value dilation, Value groups, Value bias,
+           Value mode) {
+          return convolutionOrModule<1, torch::nn::Conv1dImpl, torch::nn::Conv1dOptions>(
+              "conv1d", "Conv1d", [](auto&&... xs) { return at::conv1d(xs...); }, a, b, c, stride, padding,
+              dilation, groups, bias, mode);
         },
         "(conv1d in-channels out-channels kernel-size :stride :padding :dilation :groups :bias :padding-mode) makes a "
         "Conv1d module (torch.nn.Conv1d); (conv1d x weight [bias] :stride :padding :dilation :groups) is the "
         "functional convolution. :padding takes integers, \"same\" or \"valid\".");
 
   r.def("conv2d", "(a b :optional c :key stride padding dilation groups bias padding-mode)",
-        [](Interp& in, Value a, Value b, Value c, Value stride, Value padding, Value dilation, Value groups, Value bias,
-           Value mode) -> Value {
-          const std::string who = "conv2d";
-          if (isTensor(a)) {
-            at::Tensor x = tensorArg(a, who, 1), w = tensorArg(b, who, 2), bs = optTensor(c, who, 3);
-            IntList st = stride.isMissing() ? IntList{1} : intsArg(stride, who, 5);
-            IntList dl = dilation.isMissing() ? IntList{1} : intsArg(dilation, who, 7);
-            int64_t g = groups.isMissing() ? 1 : intArg(groups, who, 8);
-            if (!padding.isMissing() && isPaddingName(padding))
-              return wrapTensor(at::conv2d(x, w, bs, st, lowerDash(nameOf(padding)), dl, g));
-            IntList pd = padding.isMissing() ? IntList{0} : intsArg(padding, who, 6);
-            return wrapTensor(at::conv2d(x, w, bs, st, pd, dl, g));
-          }
-          if (c.isMissing()) throwError("arity-error", "conv2d: a Conv2d module needs in-channels, out-channels and kernel-size");
-          torch::nn::Conv2dOptions o(intArg(a, who, 1), intArg(b, who, 2), ea<2>(intsArg(c, who, 3), who, "kernel-size"));
-          if (!stride.isMissing()) o.stride(ea<2>(intsArg(stride, who, 5), who, "stride"));
-          convPadding<2>(o, padding, 5, who);
-          if (!dilation.isMissing()) o.dilation(ea<2>(intsArg(dilation, who, 7), who, "dilation"));
-          if (!groups.isMissing()) o.groups(intArg(groups, who, 8));
-          o.bias(optBool(bias, true));
-          convPaddingMode(o, mode, who);
-          return makeLayer<torch::nn::Conv2dImpl>("Conv2d", o);
+        [](Interp&, Value a, Value b, Value c, Value stride, Value padding, Value dilation, Value groups, Value bias,
+           Value mode) {
+          return convolutionOrModule<2, torch::nn::Conv2dImpl, torch::nn::Conv2dOptions>(
+              "conv2d", "Conv2d", [](auto&&... xs) { return at::conv2d(xs...); }, a, b, c, stride, padding,
+              dilation, groups, bias, mode);
         },
         "(conv2d in-channels out-channels kernel-size :stride :padding :dilation :groups :bias :padding-mode) makes a "
         "Conv2d module (torch.nn.Conv2d; KERNEL-SIZE, STRIDE ... are an integer or a list of 2); "
