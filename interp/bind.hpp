@@ -42,6 +42,9 @@ struct PrimitiveInfo {
   int nParams = 0;                // required + optional + rest + keys
   void* callable = nullptr;       // the C++ callable (typed defs)
   PrimFn typedInvoke = nullptr;   // converts slots and calls `callable`
+  // For callables that return at::Tensor: the same call, but the result is handed back
+  // without its GC cell, for the evaluator to pass on, store or drop (kPrimUnboxedTensor).
+  at::Tensor (*tensorInvoke)(Interp&, Value* argv, int argc, PrimitiveInfo* info) = nullptr;
 };
 
 // A list of integers given as one list/vector, or as the rest arguments (shapes, dims).
@@ -265,28 +268,23 @@ template <class F, bool WithInterp, class R, class... A>
 struct Invoker<F, WithInterp, R, std::tuple<A...>> {
   static constexpr bool keepsValues = (Convert<std::decay_t<A>>::keepsValue || ... || false);
   template <size_t... I>
-  static Value call(Interp& in, F& f, Value* s, PrimitiveInfo* info, std::index_sequence<I...>) {
-    if constexpr (WithInterp) {
-      if constexpr (std::is_void_v<R>) {
-        f(in, Convert<std::decay_t<A>>::from(in, s[I], info, int(I))...);
-        return Value::unspecified();
-      } else {
-        return toValue(in, f(in, Convert<std::decay_t<A>>::from(in, s[I], info, int(I))...));
-      }
-    } else {
-      if constexpr (std::is_void_v<R>) {
-        f(Convert<std::decay_t<A>>::from(in, s[I], info, int(I))...);
-        return Value::unspecified();
-      } else {
-        return toValue(in, f(Convert<std::decay_t<A>>::from(in, s[I], info, int(I))...));
-      }
-    }
+  static R call(Interp& in, F& f, Value* s, PrimitiveInfo* info, std::index_sequence<I...>) {
+    if constexpr (WithInterp) return f(in, Convert<std::decay_t<A>>::from(in, s[I], info, int(I))...);
+    else return f(Convert<std::decay_t<A>>::from(in, s[I], info, int(I))...);
   }
-  static Value invoke(Interp& in, Value* argv, int argc, PrimitiveInfo* info) {
+  // Binds argv to the parameters, calls the callable and hands its C++ result to `finish`;
+  // every foreign exception becomes a Purple error naming the builtin.
+  template <class Finish>
+  static auto run(Interp& in, Value* argv, int argc, PrimitiveInfo* info, Finish finish) {
     Value buffer[sizeof...(A) + 1];
     Value* slots = bindArguments(in, argv, argc, info, buffer);
     try {
-      return call(in, *static_cast<F*>(info->callable), slots, info, std::index_sequence_for<A...>{});
+      if constexpr (std::is_void_v<R>) {
+        call(in, *static_cast<F*>(info->callable), slots, info, std::index_sequence_for<A...>{});
+        return finish();
+      } else {
+        return finish(call(in, *static_cast<F*>(info->callable), slots, info, std::index_sequence_for<A...>{}));
+      }
     } catch (const PurpleException&) {
       throw;
     } catch (const ContinuationInvoked&) {
@@ -294,6 +292,13 @@ struct Invoker<F, WithInterp, R, std::tuple<A...>> {
     } catch (...) {
       rethrowForeign(info);
     }
+  }
+  static Value invoke(Interp& in, Value* argv, int argc, PrimitiveInfo* info) {
+    if constexpr (std::is_void_v<R>) return run(in, argv, argc, info, [] { return Value::unspecified(); });
+    else return run(in, argv, argc, info, [&in](R&& r) { return toValue(in, std::move(r)); });
+  }
+  static at::Tensor invokeTensor(Interp& in, Value* argv, int argc, PrimitiveInfo* info) {
+    return run(in, argv, argc, info, [](at::Tensor&& t) { return std::move(t); });
   }
 };
 
@@ -314,11 +319,14 @@ class Registry {
     using Params = std::conditional_t<withInterp, typename DropFirst<std::conditional_t<withInterp, Args, std::tuple<int>>>::type, Args>;
     using Inv = Invoker<std::decay_t<F>, withInterp, R, Params>;
     uint8_t flags = 0;
-    if (std::is_same_v<std::decay_t<R>, at::Tensor>) flags |= kPrimReturnsFresh;
     if (!Inv::keepsValues) flags |= kPrimBorrowsArgs;
     PrimitiveInfo* info = makeInfo(name, signature, doc, int(std::tuple_size_v<Params>));
     info->callable = new std::decay_t<F>(std::move(fn));
     info->typedInvoke = &Inv::invoke;
+    if constexpr (std::is_same_v<std::decay_t<R>, at::Tensor>) {
+      flags |= kPrimReturnsFresh | kPrimUnboxedTensor;
+      info->tensorInvoke = &Inv::invokeTensor;
+    }
     install(info, &Inv::invoke, flags);
   }
 

@@ -13,6 +13,7 @@
 namespace purple {
 
 Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec);
+at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec);
 
 namespace {
 
@@ -59,12 +60,12 @@ inline Frame* frameAt(Frame* env, uint32_t depth) {
 inline Value evalSimple(Interp& in, Node* n, Frame* env) {
   switch (n->op()) {
     case Op::Const: return static_cast<ConstNode*>(n)->value;
-    case Op::Local0: return env->slots[static_cast<LocalNode*>(n)->index];
-    case Op::Local1: return env->parent->slots[static_cast<LocalNode*>(n)->index];
+    case Op::Local0: return shareValue(env->slots[static_cast<LocalNode*>(n)->index]);
+    case Op::Local1: return shareValue(env->parent->slots[static_cast<LocalNode*>(n)->index]);
     case Op::Global: {
       auto* cell = static_cast<GlobalNode*>(n)->cell;
       if (cell->value.isUnbound()) unboundVariable(cell);
-      return cell->value;
+      return shareValue(cell->value);
     }
     case Op::App: {
       auto* app = static_cast<AppNode*>(n);
@@ -76,6 +77,43 @@ inline Value evalSimple(Interp& in, Node* n, Frame* env) {
     }
     default: return in.eval(n, env);
   }
+}
+
+// The primitive a call node names, when it is a global bound to a tensor-returning primitive:
+// such a call can hand its result over without a GC cell.
+inline bool isUnboxedTensorCall(Node* n, Value* fnOut) {
+  if (n->op() != Op::App) return false;
+  Node* fn = static_cast<AppNode*>(n)->fn;
+  if (fn->op() != Op::Global) return false;
+  Value g = static_cast<GlobalNode*>(fn)->cell->value;
+  if (!g.is(Kind::Primitive) || !(g.obj()->flags & kPrimUnboxedTensor)) return false;
+  *fnOut = g;
+  return true;
+}
+
+// A form whose value is dropped (not the last of a body): a fresh tensor it makes is freed
+// at once instead of waiting for a collection.
+inline void evalForEffect(Interp& in, Node* n, Frame* env) {
+  Value fn;
+  if (isUnboxedTensorCall(n, &fn)) {
+    callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env, &in.callStack[in.depth]);
+    noteTensorFreedUnboxed();
+    return;
+  }
+  evalSimple(in, n, env);
+}
+
+// `set!`/`define` of a variable: a fresh tensor result may reuse the cell the variable alone
+// held; any other value overwriting such a cell frees it.
+inline void evalIntoSlot(Interp& in, Node* n, Frame* env, Value& slot) {
+  Value fn;
+  if (isUnboxedTensorCall(n, &fn)) {
+    assignFreshTensor(slot, callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env, &in.callStack[in.depth]));
+    return;
+  }
+  Value v = evalSimple(in, n, env);
+  dropOverwritten(slot);
+  slot = v;
 }
 
 bool isDeclaredKey(LambdaNode* l, Value v) {
@@ -176,17 +214,51 @@ static Value selectCaseLambda(Value proc, int argc) {
   throwArityError(isSymbol(cl->name) ? std::string(symbolName(cl->name)) : "case-lambda", argc, "a matching clause");
 }
 
-// A primitive call whose arguments that are themselves calls of fresh-returning primitives
-// are released as soon as this primitive returns (when it keeps none of its arguments):
-// `(tensor-sum (tensor-relu (+ (* x 2) 1)))` frees each intermediate tensor right away, as
-// Python's reference counting would.
-Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
+namespace {
+// Tensor arguments made by nested primitive calls, held in cells on the C++ stack for the
+// length of the outer call: no GC cell, no finalizer, freed when the call returns. Only for
+// callees that keep no reference to their argument cells (kPrimBorrowsArgs).
+class ScratchTensors {
+ public:
+  static constexpr int kMax = 4;
+  bool hasRoom() const { return used_ < kMax; }
+  Value hold(at::Tensor t) {
+    auto* cell = reinterpret_cast<TensorObj*>(store_[used_++]);
+    cell->kind = Kind::Tensor;
+    cell->flags = 0;
+    cell->small = 0;
+    cell->extra = 0;
+    new (&cell->tensor) at::Tensor(std::move(t));
+    cell->countedBytes = 0;
+    return Value(cell);
+  }
+  ~ScratchTensors() {
+    for (int i = used_; i-- > 0;) {
+      reinterpret_cast<TensorObj*>(store_[i])->tensor.~Tensor();
+      noteTensorFreedUnboxed();
+    }
+  }
+
+ private:
+  int used_ = 0;
+  alignas(TensorObj) unsigned char store_[kMax][sizeof(TensorObj)];
+};
+
+// A primitive call, with its result boxed (a Value) or, for a tensor-returning primitive,
+// unboxed. Arguments that are calls of fresh-returning primitives are released as soon as this
+// primitive returns, when it keeps none of its arguments: `(tensor-sum (tensor-relu (+ (* x 2) 1)))`
+// frees each intermediate tensor right away, as Python's reference counting would, and
+// tensor-returning ones never get a GC cell at all.
+template <bool Unboxed>
+std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode* app, Value fn, Frame* env,
+                                                            Interp::CallRecord* rec) {
   // Nested primitive calls recurse here without a new eval activation: guard the C++ stack.
   if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
   auto* p = fn.as<Primitive>();
   uint32_t argc = app->argc;
   Value argvBuf[kInlineSlots];
   Value* argv = argc <= kInlineSlots ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
+  ScratchTensors scratch;
   uint32_t fresh = 0;
   bool track = (p->flags & kPrimBorrowsArgs) && app->appArgMask;
   for (uint32_t i = 0; i < argc; i++) {
@@ -195,8 +267,12 @@ Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::C
       auto* inner = static_cast<AppNode*>(a);
       if (inner->fn->op() == Op::Global) {
         Value g = static_cast<GlobalNode*>(inner->fn)->cell->value;
+        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimUnboxedTensor) && scratch.hasRoom()) {
+          argv[i] = scratch.hold(primitiveApp<true>(in, inner, g, env, rec));
+          continue;
+        }
         if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) {
-          argv[i] = callPrimitiveApp(in, inner, g, env, rec);
+          argv[i] = primitiveApp<false>(in, inner, g, env, rec);
           fresh |= 1u << i;
           continue;
         }
@@ -204,30 +280,51 @@ Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::C
     }
     argv[i] = evalSimple(in, a, env);
   }
-  if (p->small && argc == 2 && argv[0].isFixnum() && argv[1].isFixnum()) {
-    int64_t a = argv[0].fixnum(), b = argv[1].fixnum(), r;
-    switch (InlineOp(p->small)) {
-      case InlineOp::Add: return makeInteger(a + b);   // fixnums are 62-bit: no overflow here
-      case InlineOp::Sub: return makeInteger(a - b);
-      case InlineOp::Mul:
-        if (!__builtin_mul_overflow(a, b, &r)) return makeInteger(r);
-        break;
-      case InlineOp::Lt: return Value::boolean(a < b);
-      case InlineOp::Gt: return Value::boolean(a > b);
-      case InlineOp::Le: return Value::boolean(a <= b);
-      case InlineOp::Ge: return Value::boolean(a >= b);
-      case InlineOp::NumEq: return Value::boolean(a == b);
-      default: break;
+  if constexpr (!Unboxed) {
+    if (p->small && argc == 2 && argv[0].isFixnum() && argv[1].isFixnum()) {
+      int64_t a = argv[0].fixnum(), b = argv[1].fixnum(), r;
+      switch (InlineOp(p->small)) {
+        case InlineOp::Add: return makeInteger(a + b);   // fixnums are 62-bit: no overflow here
+        case InlineOp::Sub: return makeInteger(a - b);
+        case InlineOp::Mul:
+          if (!__builtin_mul_overflow(a, b, &r)) return makeInteger(r);
+          break;
+        case InlineOp::Lt: return Value::boolean(a < b);
+        case InlineOp::Gt: return Value::boolean(a > b);
+        case InlineOp::Le: return Value::boolean(a <= b);
+        case InlineOp::Ge: return Value::boolean(a >= b);
+        case InlineOp::NumEq: return Value::boolean(a == b);
+        default: break;
+      }
     }
   }
   rec->node = app;
   rec->proc = fn;
-  Value result = p->fn(in, argv, int(argc), p->info);
-  if (fresh) {
-    for (uint32_t i = 0; i < argc; i++)
-      if (((fresh >> i) & 1) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
+  if constexpr (Unboxed) {
+    at::Tensor result = p->info->tensorInvoke(in, argv, int(argc), p->info);
+    checkTensorBudget(result);
+    if (fresh) {
+      for (uint32_t i = 0; i < argc; i++)
+        if (((fresh >> i) & 1) && isTensor(argv[i])) releaseTensor(argv[i]);
+    }
+    return result;
+  } else {
+    Value result = p->fn(in, argv, int(argc), p->info);
+    if (fresh) {
+      for (uint32_t i = 0; i < argc; i++)
+        if (((fresh >> i) & 1) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
+    }
+    return result;
   }
-  return result;
+}
+}  // namespace
+
+Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
+  return primitiveApp<false>(in, app, fn, env, rec);
+}
+
+at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
+  return primitiveApp<true>(in, app, fn, env, rec);
 }
 
 void Interp::safePoint() {
@@ -266,12 +363,12 @@ Value Interp::eval(Node* node, Frame* env) {
       case Op::Const:
         return static_cast<ConstNode*>(node)->value;
       case Op::Local0:
-        return env->slots[static_cast<LocalNode*>(node)->index];
+        return shareValue(env->slots[static_cast<LocalNode*>(node)->index]);
       case Op::Local1:
-        return env->parent->slots[static_cast<LocalNode*>(node)->index];
+        return shareValue(env->parent->slots[static_cast<LocalNode*>(node)->index]);
       case Op::LocalN: {
         auto* n = static_cast<LocalNode*>(node);
-        return frameAt(env, n->depth)->slots[n->index];
+        return shareValue(frameAt(env, n->depth)->slots[n->index]);
       }
       case Op::LocalChecked: {
         auto* n = static_cast<LocalNode*>(node);
@@ -279,17 +376,16 @@ Value Interp::eval(Node* node, Frame* env) {
         if (v.isUnbound())
           throwError("unbound-variable", "variable " + std::string(symbolName(n->name)) + " used before its definition",
                      listFromArray(&n->name, 1));
-        return v;
+        return shareValue(v);
       }
       case Op::Global: {
         auto* cell = static_cast<GlobalNode*>(node)->cell;
         if (cell->value.isUnbound()) unboundVariable(cell);
-        return cell->value;
+        return shareValue(cell->value);
       }
       case Op::SetLocal: {
         auto* n = static_cast<SetLocalNode*>(node);
-        Value v = evalSimple(*this, n->value, env);
-        frameAt(env, n->depth)->slots[n->index] = v;
+        evalIntoSlot(*this, n->value, env, frameAt(env, n->depth)->slots[n->index]);
         return Value::unspecified();
       }
       case Op::SetGlobal: {
@@ -298,14 +394,12 @@ Value Interp::eval(Node* node, Frame* env) {
           throwError("unbound-variable", "set!: unbound variable " + std::string(symbolName(n->cell->name)),
                      listFromArray(&n->cell->name, 1));
         }
-        Value v = evalSimple(*this, n->value, env);
-        n->cell->value = v;
+        evalIntoSlot(*this, n->value, env, n->cell->value);
         return Value::unspecified();
       }
       case Op::DefineGlobal: {
         auto* n = static_cast<SetGlobalNode*>(node);
-        Value v = evalSimple(*this, n->value, env);
-        n->cell->value = v;
+        evalIntoSlot(*this, n->value, env, n->cell->value);
         return Value::unspecified();
       }
       case Op::If: {
@@ -315,7 +409,7 @@ Value Interp::eval(Node* node, Frame* env) {
       }
       case Op::Seq: {
         auto* n = static_cast<SeqNode*>(node);
-        for (uint32_t i = 0; i + 1 < n->count; i++) evalSimple(*this, n->items[i], env);
+        for (uint32_t i = 0; i + 1 < n->count; i++) evalForEffect(*this, n->items[i], env);
         node = n->items[n->count - 1];
         continue;
       }

@@ -134,7 +134,7 @@ void Interp::defineGlobal(std::string_view name, Value v, Value doc) {
 
 Value Interp::lookupGlobal(std::string_view name) const {
   GlobalCell* c = findGlobal(intern(name));
-  return c ? c->value : Value::unbound();
+  return c ? shareValue(c->value) : Value::unbound();
 }
 
 // ---- evaluation ------------------------------------------------------------------------------

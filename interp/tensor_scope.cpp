@@ -40,6 +40,8 @@ void reachableTensors(Value v, std::unordered_set<const Object*>& out, int depth
 }
 }  // namespace
 
+bool tensorScopeOpen() { return tScopes && isPair(*tScopes); }
+
 void noteTensorCreated(Value tensor) {
   if (!tScopes || !isPair(*tScopes)) return;
   Value& top = tScopes->as<Pair>()->car;

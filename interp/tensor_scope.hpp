@@ -5,6 +5,7 @@
 
 namespace purple {
 
+bool tensorScopeOpen();                // on this thread
 void noteTensorCreated(Value tensor);   // records the cell in the innermost open scope, if any
 void openTensorScope();
 void closeTensorScope(Value keep);      // releases the scope's tensors not reachable from keep

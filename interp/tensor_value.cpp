@@ -53,39 +53,78 @@ void collectForTensors() {
 
 void registerTensorFinalizer(Object* cell) { gcRegisterFinalizer(cell, finalizeTensor, nullptr); }
 
-Value wrapTensor(at::Tensor t) {
+namespace {
+// Charges fresh storage to the accounting: a collection past the threshold, an error past an
+// embedder's budget. Returns the bytes charged.
+int64_t chargeFreshStorage(const at::Tensor& t) {
   int64_t bytes = freshStorageBytes(t);
   if (bytes > 0) {
     int64_t total = gBytes.load(std::memory_order_relaxed) + bytes;
     if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
       collectForTensors();
-    if (Interp* in = Interp::current()) {
-      int64_t cap = in->limits.maxTensorBytes;
-      if (cap > 0 && gBytes.load() + bytes > cap) {
-        collectForTensors();
-        if (gBytes.load() + bytes > cap)
-          throwError("memory-error", "tensor memory budget exceeded (" + std::to_string(cap) + " bytes)");
-      }
-    }
+    checkTensorBudget(t);
   }
+  int64_t now = gBytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = gPeak.load(std::memory_order_relaxed);
+  while (now > peak && !gPeak.compare_exchange_weak(peak, now)) {
+  }
+  return bytes;
+}
+}  // namespace
+
+void checkTensorBudget(const at::Tensor& t) {
+  Interp* in = Interp::current();
+  int64_t cap = in ? in->limits.maxTensorBytes : 0;
+  if (cap <= 0) return;
+  int64_t bytes = freshStorageBytes(t);
+  if (bytes <= 0 || gBytes.load() + bytes <= cap) return;
+  collectForTensors();
+  if (gBytes.load() + bytes > cap)
+    throwError("memory-error", "tensor memory budget exceeded (" + std::to_string(cap) + " bytes)");
+}
+
+Value wrapTensor(at::Tensor t) {
+  int64_t bytes = chargeFreshStorage(t);
   // The cell holds no GC pointers (at::Tensor points into LibTorch's heap): atomic, unscanned.
   auto* cell = static_cast<TensorObj*>(GC_MALLOC_ATOMIC(sizeof(TensorObj)));
-  if (!cell) throw std::bad_alloc();
+  if (!cell) {
+    gBytes.fetch_sub(bytes, std::memory_order_relaxed);
+    throw std::bad_alloc();
+  }
   cell->kind = Kind::Tensor;
   cell->flags = 0;
   cell->small = 0;
   cell->extra = 0;
   new (&cell->tensor) at::Tensor(std::move(t));
   cell->countedBytes = bytes;
-  int64_t now = gBytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  int64_t peak = gPeak.load(std::memory_order_relaxed);
-  while (now > peak && !gPeak.compare_exchange_weak(peak, now)) {
-  }
   gLive.fetch_add(1, std::memory_order_relaxed);
   registerTensorFinalizer(cell);
   Value v(cell);
   noteTensorCreated(v);
   return v;
+}
+
+void noteTensorFreedUnboxed() { gReleased.fetch_add(1, std::memory_order_relaxed); }
+
+void assignFreshTensor(Value& slot, at::Tensor t) {
+  Value old = slot;
+  bool soleOwned = old.isObject() && old.obj()->flags == kTensorSoleOwner && old.obj()->kind == Kind::Tensor;
+  // Inside a tensor scope every new tensor must be recorded in the scope: no reuse there.
+  bool scoped = tensorScopeOpen();
+  if (soleOwned && !scoped) {
+    auto* cell = old.as<TensorObj>();
+    int64_t bytes = chargeFreshStorage(t);   // may collect or throw: the slot is still intact
+    if (cell->countedBytes) gBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
+    cell->tensor = at::Tensor();             // the old tensor goes first, as under refcounting
+    cell->tensor = std::move(t);
+    cell->countedBytes = bytes;
+    gReleased.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Value v = wrapTensor(std::move(t));
+  if (soleOwned) releaseTensor(old);
+  if (!scoped) v.obj()->flags = kTensorSoleOwner;
+  slot = v;
 }
 
 const at::Tensor& tensorArg(Value v, std::string_view who, int argIndex) {

@@ -20,6 +20,22 @@ const at::Tensor& tensorArg(Value v, std::string_view who, int argIndex);
 inline at::Tensor& tensorOf(Value v) { return v.as<TensorObj>()->tensor; }
 void releaseTensor(Value v);      // drops the at::Tensor now; later use is a Purple error
 
+// Stores the fresh result `t` of a primitive in the variable `slot`. When the slot holds a
+// tensor cell that it alone has held (kTensorSoleOwner), the old tensor is freed now and the
+// cell reused: no new cell, no finalizer, and the memory goes back to the allocator in the
+// order Python's reference counting would return it. Otherwise a new cell is made and marked.
+void assignFreshTensor(Value& slot, at::Tensor t);
+// A variable that held `old` is being overwritten: a cell only it held is freed now.
+inline void dropOverwritten(Value old) {
+  if (old.isObject() && __builtin_expect(old.obj()->flags == kTensorSoleOwner, 0) && old.obj()->kind == Kind::Tensor)
+    releaseTensor(old);
+}
+// A fresh result that is passed on or dropped without ever getting a cell still counts
+// against an embedder's tensor-memory budget.
+void checkTensorBudget(const at::Tensor& t);
+// Counts a result freed without ever getting a cell (for gc-stats' tensors-freed-early).
+void noteTensorFreedUnboxed();
+
 // Option parsing shared by every tensor builtin.
 at::ScalarType scalarTypeFromValue(Value v, std::string_view who);   // 'float32, "float32", ...
 Value scalarTypeToValue(at::ScalarType t);                           // -> symbol

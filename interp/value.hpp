@@ -128,6 +128,17 @@ struct MultipleValues : Object {  // extra = count (never 1)
   Value items[1];
 };
 
+// A tensor cell with this flag has been held by one variable only, since the evaluator stored a
+// fresh result there, and nothing has read it: `set!` may then free the old tensor at once and
+// reuse the cell (tensor_value.hpp, assignFreshTensor), as reference counting would. Every read
+// of a variable, in the evaluator or from C++, clears it first (shareValue).
+constexpr uint8_t kTensorSoleOwner = 1;
+inline Value shareValue(Value v) {
+  if (v.isObject() && __builtin_expect(v.obj()->flags == kTensorSoleOwner, 0) && v.obj()->kind == Kind::Tensor)
+    v.obj()->flags = 0;
+  return v;
+}
+
 struct GlobalCell : Object {      // one per (interpreter, symbol); the analyzer links to it
   Value value;
   Value name;                     // symbol
@@ -157,6 +168,7 @@ enum class InlineOp : uint16_t { None = 0, Add, Sub, Mul, Lt, Gt, Le, Ge, NumEq 
 enum PrimitiveFlags : uint8_t {
   kPrimReturnsFresh = 1,          // result, when a tensor, is a new cell nobody else holds
   kPrimBorrowsArgs = 2,           // keeps no reference to its argument cells after returning
+  kPrimUnboxedTensor = 4,         // returns at::Tensor; info->tensorInvoke gives it without a cell
 };
 
 struct CaseLambda : Object {      // extra = clause count

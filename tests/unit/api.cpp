@@ -357,6 +357,18 @@ TEST_CASE("api: tensors pass in and out without copies") {
   CHECK(interp.eval("(make-ones 3)").isTensor());
 }
 
+TEST_CASE("api: a value the host holds survives the script overwriting its variable") {
+  // `set!` frees a tensor only its variable held (issue 7); a host's get makes it shared.
+  purple::Interpreter interp;
+  interp.eval("(define x (tensor-ones 2)) (define r (tensor-add x 1))");
+  purple::Value held = interp.get("r");
+  at::Tensor heldTensor = interp.get<at::Tensor>("r");
+  interp.eval("(set! r (tensor-add x 5))");
+  CHECK(held.tensor().sum().item<float>() == 4.0f);
+  CHECK(heldTensor.sum().item<float>() == 4.0f);
+  CHECK(interp.eval("(tensor-item (tensor-sum r))").to<double>() == 12.0);
+}
+
 TEST_CASE("api: DLPack import and export share memory") {
   purple::Interpreter interp;
   at::Tensor t = at::arange(4, at::kDouble);
