@@ -55,9 +55,13 @@ inline Frame* frameAt(Frame* env, uint32_t depth) {
   return env;
 }
 
+Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env);
+Value evalCompound(Interp& in, Node* n, Frame* env);
+
 // Arguments that need no new activation: constants, variables, and calls of primitives
-// (`(- n 1)`, `(< n 2)`), evaluated without entering `eval`.
-inline Value evalSimple(Interp& in, Node* n, Frame* env) {
+// (`(- n 1)`, `(< n 2)`), evaluated without entering `eval`. The leaves are inlined into every
+// caller; the rest is one call away.
+__attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Frame* env) {
   switch (n->op()) {
     case Op::Const: return static_cast<ConstNode*>(n)->value;
     case Op::Local0: return shareValue(env->slots[static_cast<LocalNode*>(n)->index]);
@@ -67,16 +71,22 @@ inline Value evalSimple(Interp& in, Node* n, Frame* env) {
       if (cell->value.isUnbound()) unboundVariable(cell);
       return shareValue(cell->value);
     }
-    case Op::App: {
-      auto* app = static_cast<AppNode*>(n);
-      if (app->fn->op() == Op::Global) {
-        Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
-        if (fn.is(Kind::Primitive)) return callPrimitiveApp(in, app, fn, env, &in.callStack[in.depth]);
-      }
-      return in.eval(n, env);
-    }
-    default: return in.eval(n, env);
+    default: return evalCompound(in, n, env);
   }
+}
+
+Value evalCompound(Interp& in, Node* n, Frame* env) {
+  if (n->op() == Op::App) {
+    auto* app = static_cast<AppNode*>(n);
+    if (app->fn->op() == Op::Global) {
+      Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+      if (fn.is(Kind::Primitive)) {
+        if (fn.obj()->small && app->argc == 2 && !app->appArgMask) return inlineArithmetic(in, app, fn, env);
+        return callPrimitiveApp(in, app, fn, env, &in.callStack[in.depth]);
+      }
+    }
+  }
+  return in.eval(n, env);
 }
 
 // The primitive a call node names, when it is a global bound to a tensor-returning primitive:
@@ -91,18 +101,6 @@ inline bool isUnboxedTensorCall(Node* n, Value* fnOut) {
   return true;
 }
 
-// A form whose value is dropped (not the last of a body): a fresh tensor it makes is freed
-// at once instead of waiting for a collection.
-inline void evalForEffect(Interp& in, Node* n, Frame* env) {
-  Value fn;
-  if (isUnboxedTensorCall(n, &fn)) {
-    callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env, &in.callStack[in.depth]);
-    noteTensorFreedUnboxed();
-    return;
-  }
-  evalSimple(in, n, env);
-}
-
 // `set!`/`define` of a variable: a fresh tensor result may reuse the cell the variable alone
 // held; any other value overwriting such a cell frees it.
 inline void evalIntoSlot(Interp& in, Node* n, Frame* env, Value& slot) {
@@ -114,6 +112,77 @@ inline void evalIntoSlot(Interp& in, Node* n, Frame* env, Value& slot) {
   Value v = evalSimple(in, n, env);
   dropOverwritten(slot);
   slot = v;
+}
+
+// SetLocal, SetGlobal and DefineGlobal nodes (no eval activation of their own).
+inline void assign(Interp& in, Node* node, Frame* env) {
+  if (node->op() == Op::SetLocal) {
+    auto* n = static_cast<SetLocalNode*>(node);
+    evalIntoSlot(in, n->value, env, frameAt(env, n->depth)->slots[n->index]);
+    return;
+  }
+  auto* n = static_cast<SetGlobalNode*>(node);
+  if (node->op() == Op::SetGlobal && n->cell->value.isUnbound()) {
+    throwError("unbound-variable", "set!: unbound variable " + std::string(symbolName(n->cell->name)),
+               listFromArray(&n->cell->name, 1));
+  }
+  evalIntoSlot(in, n->value, env, n->cell->value);
+}
+
+// A form whose value is dropped (not the last of a body): a fresh tensor it makes is freed
+// at once instead of waiting for a collection, and assignments run without an activation.
+inline void evalForEffect(Interp& in, Node* n, Frame* env) {
+  Value fn;
+  switch (n->op()) {
+    case Op::SetLocal:
+    case Op::SetGlobal:
+    case Op::DefineGlobal:
+      assign(in, n, env);
+      return;
+    case Op::App:
+      if (isUnboxedTensorCall(n, &fn)) {
+        callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env, &in.callStack[in.depth]);
+        noteTensorFreedUnboxed();
+        return;
+      }
+      break;
+    default: break;
+  }
+  evalSimple(in, n, env);
+}
+
+// The arithmetic of + - * < > <= >= = on two fixnums, when the primitive is one of those
+// (Primitive::small) and the result needs no bignum product; false means "call the builtin".
+inline bool fixnumArithmetic(InlineOp op, Value x, Value y, Value* out) {
+  if (!x.isFixnum() || !y.isFixnum()) return false;
+  int64_t a = x.fixnum(), b = y.fixnum(), r;
+  switch (op) {
+    case InlineOp::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
+    case InlineOp::Sub: *out = makeInteger(a - b); return true;
+    case InlineOp::Mul:
+      if (__builtin_mul_overflow(a, b, &r)) return false;
+      *out = makeInteger(r);
+      return true;
+    case InlineOp::Lt: *out = Value::boolean(a < b); return true;
+    case InlineOp::Gt: *out = Value::boolean(a > b); return true;
+    case InlineOp::Le: *out = Value::boolean(a <= b); return true;
+    case InlineOp::Ge: *out = Value::boolean(a >= b); return true;
+    case InlineOp::NumEq: *out = Value::boolean(a == b); return true;
+    default: return false;
+  }
+}
+
+// `(< n 2)`, `(- n 1)`: a two-argument arithmetic primitive whose arguments are not calls,
+// without the bookkeeping of the general primitive call.
+Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env) {
+  Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
+  auto* p = fn.as<Primitive>();
+  Value result;
+  if (fixnumArithmetic(InlineOp(p->small), argv[0], argv[1], &result)) return result;
+  Interp::CallRecord* rec = &in.callStack[in.depth];
+  rec->node = app;
+  rec->proc = fn;
+  return p->fn(in, argv, 2, p->info);
 }
 
 bool isDeclaredKey(LambdaNode* l, Value v) {
@@ -281,28 +350,14 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
     argv[i] = evalSimple(in, a, env);
   }
   if constexpr (!Unboxed) {
-    if (p->small && argc == 2 && argv[0].isFixnum() && argv[1].isFixnum()) {
-      int64_t a = argv[0].fixnum(), b = argv[1].fixnum(), r;
-      switch (InlineOp(p->small)) {
-        case InlineOp::Add: return makeInteger(a + b);   // fixnums are 62-bit: no overflow here
-        case InlineOp::Sub: return makeInteger(a - b);
-        case InlineOp::Mul:
-          if (!__builtin_mul_overflow(a, b, &r)) return makeInteger(r);
-          break;
-        case InlineOp::Lt: return Value::boolean(a < b);
-        case InlineOp::Gt: return Value::boolean(a > b);
-        case InlineOp::Le: return Value::boolean(a <= b);
-        case InlineOp::Ge: return Value::boolean(a >= b);
-        case InlineOp::NumEq: return Value::boolean(a == b);
-        default: break;
-      }
-    }
+    Value quick;
+    if (p->small && argc == 2 && fixnumArithmetic(InlineOp(p->small), argv[0], argv[1], &quick)) return quick;
   }
   rec->node = app;
   rec->proc = fn;
   if constexpr (Unboxed) {
     at::Tensor result = p->info->tensorInvoke(in, argv, int(argc), p->info);
-    checkTensorBudget(result);
+    if (in.limits.maxTensorBytes > 0) checkTensorBudget(result);
     if (fresh) {
       for (uint32_t i = 0; i < argc; i++)
         if (((fresh >> i) & 1) && isTensor(argv[i])) releaseTensor(argv[i]);
@@ -383,25 +438,11 @@ Value Interp::eval(Node* node, Frame* env) {
         if (cell->value.isUnbound()) unboundVariable(cell);
         return shareValue(cell->value);
       }
-      case Op::SetLocal: {
-        auto* n = static_cast<SetLocalNode*>(node);
-        evalIntoSlot(*this, n->value, env, frameAt(env, n->depth)->slots[n->index]);
+      case Op::SetLocal:
+      case Op::SetGlobal:
+      case Op::DefineGlobal:
+        assign(*this, node, env);
         return Value::unspecified();
-      }
-      case Op::SetGlobal: {
-        auto* n = static_cast<SetGlobalNode*>(node);
-        if (n->cell->value.isUnbound()) {
-          throwError("unbound-variable", "set!: unbound variable " + std::string(symbolName(n->cell->name)),
-                     listFromArray(&n->cell->name, 1));
-        }
-        evalIntoSlot(*this, n->value, env, n->cell->value);
-        return Value::unspecified();
-      }
-      case Op::DefineGlobal: {
-        auto* n = static_cast<SetGlobalNode*>(node);
-        evalIntoSlot(*this, n->value, env, n->cell->value);
-        return Value::unspecified();
-      }
       case Op::If: {
         auto* n = static_cast<IfNode*>(node);
         node = evalSimple(*this, n->test, env).isTrue() ? n->then : n->otherwise;
@@ -499,7 +540,12 @@ Value Interp::eval(Node* node, Frame* env) {
           f->extra = l->frameSize;
           f->parent = fn.as<Closure>()->env;
         }
-        bindClosureArgs(*this, fn, f, argv, int(argc));
+        if (argc == l->nRequired && !(l->nOptional | l->nKeys | l->hasRest)) {
+          for (uint32_t i = 0; i < argc; i++) f->slots[i] = argv[i];
+          for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
+        } else {
+          bindClosureArgs(*this, fn, f, argv, int(argc));
+        }
         if (--stepsLeft <= 0) safePoint();
         env = f;
         node = l->body;

@@ -31,10 +31,7 @@ Value makeFlonum(double d) {
   return Value(f);
 }
 
-Value makeInteger(int64_t i) {
-  if (Value::fitsFixnum(i)) return Value::fixnum(i);
-  return bignumFromInt64(i);
-}
+Value makeBignumFromInt64(int64_t i) { return bignumFromInt64(i); }
 
 static String* allocString(size_t bytes, size_t chars) {
   auto* s = allocObject<String>(Kind::String);

@@ -7,7 +7,9 @@ namespace purple {
 
 namespace {
 // Per thread: a GC root holding the open scopes, innermost first, each a list of cells.
-thread_local Value* tScopes = nullptr;
+// Initial-exec: read on every set! of a tensor; one word fits the surplus static TLS that
+// glibc keeps even when an embedder dlopens libpurple.
+thread_local Value* tScopes __attribute__((tls_model("initial-exec"))) = nullptr;
 
 Value* scopes() {
   if (!tScopes) {

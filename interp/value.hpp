@@ -294,7 +294,10 @@ T* allocObject(Kind kind, size_t bytes = sizeof(T)) {
 
 Value cons(Value a, Value d);
 Value makeFlonum(double d);
-Value makeInteger(int64_t i);         // fixnum or bignum
+Value makeBignumFromInt64(int64_t i);   // beyond the fixnum range
+inline Value makeInteger(int64_t i) {   // fixnum or bignum
+  return __builtin_expect(Value::fitsFixnum(i), 1) ? Value::fixnum(i) : makeBignumFromInt64(i);
+}
 Value makeString(std::string_view utf8);
 Value makeStringFill(size_t chars, uint32_t fill);
 Value makeVector(size_t n, Value fill = Value::unspecified());
