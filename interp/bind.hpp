@@ -277,7 +277,16 @@ struct Invoker<F, WithInterp, R, std::tuple<A...>> {
   template <class Finish>
   static auto run(Interp& in, Value* argv, int argc, PrimitiveInfo* info, Finish finish) {
     Value buffer[sizeof...(A) + 1];
-    Value* slots = bindArguments(in, argv, argc, info, buffer);
+    Value* slots;
+    if (!info->hasRest && argc == info->nRequired) {   // the common call: required arguments only
+      slots = argv;
+      if (argc != int(sizeof...(A))) {
+        for (size_t i = 0; i < sizeof...(A); i++) buffer[i] = int(i) < argc ? argv[i] : info->defaults[i];
+        slots = buffer;
+      }
+    } else {
+      slots = bindArguments(in, argv, argc, info, buffer);
+    }
     try {
       if constexpr (std::is_void_v<R>) {
         call(in, *static_cast<F*>(info->callable), slots, info, std::index_sequence_for<A...>{});

@@ -126,43 +126,67 @@ Value makeForeign(void* ptr, void (*destroy)(void*), Value typeName) {
 // ---- symbols ---------------------------------------------------------------------------------
 
 namespace {
-struct SymbolTable {
-  std::mutex lock;
-  // Symbols are allocated uncollectable, so this malloc'ed map may hold them.
-  std::unordered_map<std::string, Symbol*> symbols, keywords;
-};
-SymbolTable& symbolTable() {
-  static SymbolTable* t = new SymbolTable();   // never destroyed: symbols outlive everything
-  return *t;
-}
 uint32_t hashBytes(std::string_view s) {
   uint32_t h = 2166136261u;   // FNV-1a
   for (unsigned char c : s) h = (h ^ c) * 16777619u;
   return h;
 }
-Value internIn(std::unordered_map<std::string, Symbol*>& map, std::string_view name, bool keyword) {
-  SymbolTable& t = symbolTable();
-  std::lock_guard<std::mutex> g(t.lock);
-  auto it = map.find(std::string(name));
-  if (it != map.end()) return Value(it->second);
-  auto* s = static_cast<Symbol*>(GC_MALLOC_ATOMIC_UNCOLLECTABLE(sizeof(Symbol) + name.size()));
-  if (!s) throw std::bad_alloc();
-  s->kind = Kind::Symbol;
-  s->flags = keyword ? 1 : 0;
-  s->small = 0;
-  s->extra = 0;
-  s->hash = hashBytes(name) ^ (keyword ? 0x9e3779b9u : 0);
-  s->length = uint32_t(name.size());
-  std::memcpy(s->name, name.data(), name.size());
-  s->name[name.size()] = '\0';
-  map.emplace(std::string(name), s);
-  return Value(s);
+
+// Interned symbols and keywords in one open-addressing table of Symbol pointers, probed by the
+// hash the symbol already carries: a lookup hashes the name once, allocates nothing, and a
+// resize moves pointers, never strings. (std::unordered_map<std::string, ...> was 2.4x
+// CPython's time on the symbol-keyed hash table benchmark.) Symbols are allocated
+// uncollectable, so this malloc'ed table may hold them.
+class SymbolTable {
+ public:
+  Value intern(std::string_view name, bool keyword) {
+    uint32_t hash = hashBytes(name) ^ (keyword ? 0x9e3779b9u : 0);
+    std::lock_guard<std::mutex> g(lock_);
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    size_t mask = slots_.size() - 1;
+    size_t i = hash & mask;
+    for (Symbol* s; (s = slots_[i]) != nullptr; i = (i + 1) & mask)
+      if (s->hash == hash && (s->flags & 1) == keyword && s->view() == name) return Value(s);
+    auto* s = static_cast<Symbol*>(GC_MALLOC_ATOMIC_UNCOLLECTABLE(sizeof(Symbol) + name.size()));
+    if (!s) throw std::bad_alloc();
+    s->kind = Kind::Symbol;
+    s->flags = keyword ? 1 : 0;
+    s->small = 0;
+    s->extra = 0;
+    s->hash = hash;
+    s->length = uint32_t(name.size());
+    std::memcpy(s->name, name.data(), name.size());
+    s->name[name.size()] = '\0';
+    slots_[i] = s;
+    count_++;
+    return Value(s);
+  }
+
+ private:
+  void grow() {
+    std::vector<Symbol*> old(slots_.empty() ? 1024 : slots_.size() * 2, nullptr);
+    old.swap(slots_);
+    size_t mask = slots_.size() - 1;
+    for (Symbol* s : old) {
+      if (!s) continue;
+      size_t i = s->hash & mask;
+      while (slots_[i]) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+  std::mutex lock_;
+  std::vector<Symbol*> slots_;
+  size_t count_ = 0;
+};
+SymbolTable& symbolTable() {
+  static SymbolTable* t = new SymbolTable();   // never destroyed: symbols outlive everything
+  return *t;
 }
 std::atomic<uint64_t> gGensymCounter{0};
 }  // namespace
 
-Value intern(std::string_view name) { return internIn(symbolTable().symbols, name, false); }
-Value internKeyword(std::string_view name) { return internIn(symbolTable().keywords, name, true); }
+Value intern(std::string_view name) { return symbolTable().intern(name, false); }
+Value internKeyword(std::string_view name) { return symbolTable().intern(name, true); }
 
 Value gensym(std::string_view prefix) {
   // Uninterned: a fresh object nobody can spell, so it never collides.

@@ -55,21 +55,27 @@ void registerTensorFinalizer(Object* cell) { gcRegisterFinalizer(cell, finalizeT
 
 namespace {
 // Charges fresh storage to the accounting: a collection past the threshold, an error past an
-// embedder's budget. Returns the bytes charged.
-int64_t chargeFreshStorage(const at::Tensor& t) {
+// embedder's budget. `replacing` is what the tensor it replaces was charged (one atomic update
+// for both). Returns the bytes charged.
+int64_t chargeFreshStorage(const at::Tensor& t, int64_t replacing = 0) {
   int64_t bytes = freshStorageBytes(t);
   if (bytes > 0) {
-    int64_t total = gBytes.load(std::memory_order_relaxed) + bytes;
+    int64_t total = gBytes.load(std::memory_order_relaxed) + bytes - replacing;
     if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
       collectForTensors();
     checkTensorBudget(t);
   }
-  int64_t now = gBytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (bytes == replacing) return bytes;
+  int64_t now = gBytes.fetch_add(bytes - replacing, std::memory_order_relaxed) + bytes - replacing;
   int64_t peak = gPeak.load(std::memory_order_relaxed);
   while (now > peak && !gPeak.compare_exchange_weak(peak, now)) {
   }
   return bytes;
 }
+
+// A statistic only: a plain load and store (no locked instruction on the hot path); a count
+// lost to a race with another thread is harmless.
+void countReleased() { gReleased.store(gReleased.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
 }  // namespace
 
 void checkTensorBudget(const at::Tensor& t) {
@@ -104,7 +110,7 @@ Value wrapTensor(at::Tensor t) {
   return v;
 }
 
-void noteTensorFreedUnboxed() { gReleased.fetch_add(1, std::memory_order_relaxed); }
+void noteTensorFreedUnboxed() { countReleased(); }
 
 void assignFreshTensor(Value& slot, at::Tensor t) {
   Value old = slot;
@@ -113,12 +119,11 @@ void assignFreshTensor(Value& slot, at::Tensor t) {
   bool scoped = tensorScopeOpen();
   if (soleOwned && !scoped) {
     auto* cell = old.as<TensorObj>();
-    int64_t bytes = chargeFreshStorage(t);   // may collect or throw: the slot is still intact
-    if (cell->countedBytes) gBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
+    int64_t bytes = chargeFreshStorage(t, cell->countedBytes);   // may collect or throw: slot intact
     cell->tensor = at::Tensor();             // the old tensor goes first, as under refcounting
     cell->tensor = std::move(t);
     cell->countedBytes = bytes;
-    gReleased.fetch_add(1, std::memory_order_relaxed);
+    countReleased();
     return;
   }
   Value v = wrapTensor(std::move(t));
@@ -141,7 +146,7 @@ void releaseTensor(Value v) {
   if (cell->countedBytes) gBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
   cell->countedBytes = 0;
   cell->tensor = at::Tensor();
-  gReleased.fetch_add(1, std::memory_order_relaxed);
+  countReleased();
 }
 
 TensorMemoryStats tensorMemoryStats() {
