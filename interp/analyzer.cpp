@@ -285,13 +285,27 @@ struct Analyzer {
     n->pos = pos;
     n->argc = uint32_t(argc);
     n->appArgMask = 0;
+    n->tensorArgMask = 0;
     n->fn = analyze(car(x), scope);
     size_t i = 0;
     for (Value p = cdr(x); isPair(p); p = cdr(p), i++) {
       n->args[i] = analyze(car(p), scope);
-      if (n->args[i]->op() == Op::App && i < 32) n->appArgMask |= 1u << i;
+      noteArgument(n, i);
     }
     return n;
+  }
+
+  // Marks argument i of a call when it is itself a call (appArgMask), and when that call names
+  // a global bound, as the code is analyzed, to a tensor builtin (tensorArgMask: the evaluator
+  // then checks the binding again before it passes the result on without a cell).
+  static void noteArgument(AppNode* n, size_t i) {
+    Node* a = n->args[i];
+    if (a->op() != Op::App || i >= 32) return;
+    n->appArgMask |= 1u << i;
+    Node* fn = static_cast<AppNode*>(a)->fn;
+    if (fn->op() != Op::Global) return;
+    Value g = static_cast<GlobalNode*>(fn)->cell->value;
+    if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimUnboxedTensor)) n->tensorArgMask |= 1u << i;
   }
 
   Node* sequence(const ValueVec& forms, Scope* scope) {
@@ -622,9 +636,10 @@ struct Analyzer {
     app->fn = binder;
     app->argc = uint32_t(inits.size());
     app->appArgMask = 0;
+    app->tensorArgMask = 0;
     for (size_t i = 0; i < inits.size(); i++) {
       app->args[i] = analyze(inits[i], scope);
-      if (app->args[i]->op() == Op::App && i < 32) app->appArgMask |= 1u << i;
+      noteArgument(app, i);
     }
     return app;
   }

@@ -8,6 +8,7 @@
 #include "interp/printer.hpp"
 #include "interp/gc.hpp"
 #include "interp/bind.hpp"
+#include "interp/tensor_scope.hpp"
 #include <gc/gc.h>
 
 namespace purple {
@@ -18,6 +19,7 @@ at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env
 namespace {
 
 constexpr uint32_t kInlineSlots = 8;
+constexpr size_t kFrameStoreBytes = sizeof(Frame) + kInlineSlots * sizeof(Value);
 
 struct DepthRestore {
   Interp& in;
@@ -55,7 +57,38 @@ inline Frame* frameAt(Frame* env, uint32_t depth) {
   return env;
 }
 
-Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env);
+// Tensor arguments made by nested primitive calls, held in cells on the C++ stack for the
+// length of the outer call: no GC cell, no finalizer, freed when the call returns. Only for
+// callees that keep no reference to their argument cells (kPrimBorrowsArgs).
+class ScratchTensors {
+ public:
+  static constexpr int kMax = 4;
+  bool hasRoom() const { return used_ < kMax; }
+  Value hold(at::Tensor t) {
+    auto* cell = reinterpret_cast<TensorObj*>(store_[used_++]);
+    cell->kind = Kind::Tensor;
+    cell->flags = 0;
+    cell->small = 0;
+    cell->extra = 0;
+    new (&cell->tensor) at::Tensor(std::move(t));
+    cell->countedBytes = 0;
+    return Value(cell);
+  }
+  ~ScratchTensors() {
+    for (int i = used_; i-- > 0;) {
+      at::Tensor& t = reinterpret_cast<TensorObj*>(store_[i])->tensor;
+      if (t.defined()) noteTensorFreedUnboxed();   // (a parameter that adopted it left it empty)
+      t.~Tensor();
+    }
+  }
+
+ private:
+  int used_ = 0;
+  alignas(TensorObj) unsigned char store_[kMax][sizeof(TensorObj)];
+};
+
+
+inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env);
 Value evalCompound(Interp& in, Node* n, Frame* env);
 
 // Arguments that need no new activation: constants, variables, and calls of primitives
@@ -174,7 +207,7 @@ inline bool fixnumArithmetic(InlineOp op, Value x, Value y, Value* out) {
 
 // `(< n 2)`, `(- n 1)`: a two-argument arithmetic primitive whose arguments are not calls,
 // without the bookkeeping of the general primitive call.
-Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env) {
+__attribute__((always_inline)) inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env) {
   Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
   auto* p = fn.as<Primitive>();
   Value result;
@@ -183,6 +216,32 @@ Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env) {
   rec->node = app;
   rec->proc = fn;
   return p->fn(in, argv, 2, p->info);
+}
+
+inline bool hasSimpleParams(LambdaNode* l) { return !(l->nOptional | l->nKeys | l->hasRest); }
+
+// The stack frame `f` is about to be reused by a tail call, its values dead: a tensor cell one
+// of its variables alone held is freed, or, when the new call passes a fresh tensor in the
+// same position (`(loop (+ i 1) (tensor-add x 1))`), takes that tensor and becomes the
+// argument, clearing its bit in `ownedMask`.
+void releaseDeadFrame(Frame* f, Value* argv, uint32_t argc, uint32_t& ownedMask) {
+  for (uint32_t s = 0; s < f->extra; s++) {
+    Value old = f->slots[s];
+    if (!isSoleOwnedTensor(old)) continue;
+    if (s < argc && ((ownedMask >> s) & 1) && !tensorScopeOpen()) {
+      reuseTensorCell(old, std::move(tensorOf(argv[s])));
+      argv[s] = old;
+      ownedMask &= ~(1u << s);
+    } else {
+      releaseTensor(old);
+    }
+  }
+}
+
+// The fresh tensors left in stack cells get cells of their own, owned by their parameter.
+void adoptOwnedArguments(Value* argv, uint32_t argc, uint32_t ownedMask) {
+  for (uint32_t i = 0; i < argc; i++)
+    if ((ownedMask >> i) & 1) argv[i] = wrapSoleOwnedTensor(std::move(tensorOf(argv[i])));
 }
 
 bool isDeclaredKey(LambdaNode* l, Value v) {
@@ -213,15 +272,10 @@ std::string describeProcedure(Value proc) {
 
 // Fills the frame of a call to closure `proc`: positional, optional, keyword and rest
 // parameters, then defaults (evaluated in the new frame, so they may use earlier parameters).
-static void bindClosureArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
+static void bindGeneralArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
   LambdaNode* l = proc.as<Closure>()->code;
   uint32_t nreq = l->nRequired;
-  if (!l->nOptional && !l->nKeys && !l->hasRest) {
-    if (uint32_t(argc) != nreq) closureArity(proc, argc);
-    for (uint32_t i = 0; i < nreq; i++) f->slots[i] = argv[i];
-    for (uint32_t i = nreq; i < l->frameSize; i++) f->slots[i] = Value::unbound();
-    return;
-  }
+  if (!l->nOptional && !l->nKeys && !l->hasRest) closureArity(proc, argc);
   if (uint32_t(argc) < nreq) closureArity(proc, argc);
   for (uint32_t i = 0; i < nreq; i++) f->slots[i] = argv[i];
   int i = int(nreq);
@@ -260,6 +314,59 @@ static void bindClosureArgs(Interp& in, Value proc, Frame* f, const Value* argv,
   }
 }
 
+// The common case inline: exactly the required arguments of a lambda with nothing else.
+inline void bindClosureArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
+  LambdaNode* l = proc.as<Closure>()->code;
+  if (uint32_t(argc) == l->nRequired && !(l->nOptional | l->nKeys | l->hasRest)) {
+    for (int i = 0; i < argc; i++) f->slots[i] = argv[i];
+    for (uint32_t i = uint32_t(argc); i < l->frameSize; i++) f->slots[i] = Value::unbound();
+    return;
+  }
+  bindGeneralArgs(in, proc, f, argv, argc);
+}
+
+// The frame for a call of closure `fn`: on the heap when a closure may capture it or it is
+// large, else this activation's frameStore. Reusing frameStore (a tail call) ends the frame it
+// held: see releaseDeadFrame.
+inline Frame* frameForCall(Value fn, char* frameStore, bool& frameStoreLive, Value* argv, uint32_t argc,
+                           uint32_t& ownedMask) {
+  LambdaNode* l = fn.as<Closure>()->code;
+  if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, fn.as<Closure>()->env);
+  auto* f = reinterpret_cast<Frame*>(frameStore);
+  if (frameStoreLive) releaseDeadFrame(f, argv, argc, ownedMask);
+  frameStoreLive = true;
+  f->kind = Kind::Frame;
+  f->extra = l->frameSize;
+  f->parent = fn.as<Closure>()->env;
+  return f;
+}
+
+// A call of a closure with simple parameters where argument `first` (and maybe later ones) is
+// a call of a tensor builtin: those results are held without a cell until the frame is bound,
+// then each parameter owns its tensor alone (kTensorSoleOwner), reusing the cell of the
+// previous iteration's tensor in a tail-recursive loop. Returns the bound frame.
+__attribute__((noinline)) Frame* bindOwnedTensorCall(Interp& in, AppNode* app, Value fn, Frame* env, Value* argv,
+                                                     uint32_t first, char* frameStore, bool& frameStoreLive,
+                                                     Interp::CallRecord* rec) {
+  ScratchTensors owned;
+  uint32_t ownedMask = 0;
+  for (uint32_t i = first; i < app->argc; i++) {
+    Value g;
+    if (((app->tensorArgMask >> i) & 1) && owned.hasRoom() && isUnboxedTensorCall(app->args[i], &g)) {
+      argv[i] = owned.hold(callTensorPrimitiveApp(in, static_cast<AppNode*>(app->args[i]), g, env, rec));
+      ownedMask |= 1u << i;
+    } else {
+      argv[i] = evalSimple(in, app->args[i], env);
+    }
+  }
+  rec->node = app;
+  rec->proc = fn;
+  Frame* f = frameForCall(fn, frameStore, frameStoreLive, argv, app->argc, ownedMask);
+  if (ownedMask) adoptOwnedArguments(argv, app->argc, ownedMask);
+  bindClosureArgs(in, fn, f, argv, int(app->argc));
+  return f;
+}
+
 static Value makeClosure(LambdaNode* l, Frame* env) {
   auto* c = static_cast<Closure*>(GC_MALLOC(sizeof(Closure)));
   if (!c) throw std::bad_alloc();
@@ -284,35 +391,6 @@ static Value selectCaseLambda(Value proc, int argc) {
 }
 
 namespace {
-// Tensor arguments made by nested primitive calls, held in cells on the C++ stack for the
-// length of the outer call: no GC cell, no finalizer, freed when the call returns. Only for
-// callees that keep no reference to their argument cells (kPrimBorrowsArgs).
-class ScratchTensors {
- public:
-  static constexpr int kMax = 4;
-  bool hasRoom() const { return used_ < kMax; }
-  Value hold(at::Tensor t) {
-    auto* cell = reinterpret_cast<TensorObj*>(store_[used_++]);
-    cell->kind = Kind::Tensor;
-    cell->flags = 0;
-    cell->small = 0;
-    cell->extra = 0;
-    new (&cell->tensor) at::Tensor(std::move(t));
-    cell->countedBytes = 0;
-    return Value(cell);
-  }
-  ~ScratchTensors() {
-    for (int i = used_; i-- > 0;) {
-      reinterpret_cast<TensorObj*>(store_[i])->tensor.~Tensor();
-      noteTensorFreedUnboxed();
-    }
-  }
-
- private:
-  int used_ = 0;
-  alignas(TensorObj) unsigned char store_[kMax][sizeof(TensorObj)];
-};
-
 // A primitive call, with its result boxed (a Value) or, for a tensor-returning primitive,
 // unboxed. Arguments that are calls of fresh-returning primitives are released as soon as this
 // primitive returns, when it keeps none of its arguments: `(tensor-sum (tensor-relu (+ (* x 2) 1)))`
@@ -411,7 +489,8 @@ Value Interp::eval(Node* node, Frame* env) {
   CallRecord* rec = &callStack[depth];
   rec->node = node;
   rec->proc = Value::f();
-  alignas(16) char frameStore[sizeof(Frame) + kInlineSlots * sizeof(Value)];
+  alignas(16) char frameStore[kFrameStoreBytes];
+  bool frameStoreLive = false;        // frameStore holds the frame of an earlier call
 
   for (;;) {
     switch (node->op()) {
@@ -521,31 +600,36 @@ Value Interp::eval(Node* node, Frame* env) {
       case Op::App: {
         auto* app = static_cast<AppNode*>(node);
         Value fn = evalSimple(*this, app->fn, env);
-        if (fn.is(Kind::Primitive)) return callPrimitiveApp(*this, app, fn, env, rec);
+        if (fn.is(Kind::Primitive)) {
+          if (fn.obj()->small && app->argc == 2 && !app->appArgMask) return inlineArithmetic(*this, app, fn, env);
+          return callPrimitiveApp(*this, app, fn, env, rec);
+        }
         uint32_t argc = app->argc;
         Value argvBuf[kInlineSlots];
         Value* argv = argc <= kInlineSlots ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
-        for (uint32_t i = 0; i < argc; i++) argv[i] = evalSimple(*this, app->args[i], env);
+        // A tensor builtin's result passed straight to a closure's parameter goes the slower
+        // way of bindOwnedTensorCall, which keeps this activation's stack frame small.
+        bool adopt = app->tensorArgMask && fn.is(Kind::Closure) && hasSimpleParams(fn.as<Closure>()->code);
+        uint32_t i = 0;
+        for (; i < argc; i++) {
+          Value g;
+          if (adopt && ((app->tensorArgMask >> i) & 1) && isUnboxedTensorCall(app->args[i], &g)) break;
+          argv[i] = evalSimple(*this, app->args[i], env);
+        }
+        if (i < argc) {
+          env = bindOwnedTensorCall(*this, app, fn, env, argv, i, frameStore, frameStoreLive, rec);
+          if (--stepsLeft <= 0) safePoint();
+          node = fn.as<Closure>()->code->body;
+          continue;
+        }
         rec->node = app;
         rec->proc = fn;
         if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
         if (!fn.is(Kind::Closure)) return apply(fn, argv, int(argc));
         LambdaNode* l = fn.as<Closure>()->code;
-        Frame* f;
-        if (l->heapFrame || l->frameSize > kInlineSlots) {
-          f = heapFrame(l->frameSize, fn.as<Closure>()->env);
-        } else {
-          f = reinterpret_cast<Frame*>(frameStore);
-          f->kind = Kind::Frame;
-          f->extra = l->frameSize;
-          f->parent = fn.as<Closure>()->env;
-        }
-        if (argc == l->nRequired && !(l->nOptional | l->nKeys | l->hasRest)) {
-          for (uint32_t i = 0; i < argc; i++) f->slots[i] = argv[i];
-          for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
-        } else {
-          bindClosureArgs(*this, fn, f, argv, int(argc));
-        }
+        uint32_t noOwned = 0;
+        Frame* f = frameForCall(fn, frameStore, frameStoreLive, argv, argc, noOwned);
+        bindClosureArgs(*this, fn, f, argv, int(argc));
         if (--stepsLeft <= 0) safePoint();
         env = f;
         node = l->body;
@@ -583,7 +667,8 @@ Value Interp::apply(Value fn, const Value* argv, int argc) {
       }
       bindClosureArgs(*this, fn, f, argv, argc);
       if (--stepsLeft <= 0) safePoint();
-      return eval(l->body, f);
+      // A body such as `(+ x k)` needs no eval activation of its own.
+      return evalSimple(*this, l->body, f);
     }
     case Kind::Continuation: {
       auto* k = fn.as<Continuation>();

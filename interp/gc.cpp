@@ -45,6 +45,12 @@ void gcInit() {
     GC_set_finalizer_notifier(onFinalizersReady);
     GC_INIT();
     GC_allow_register_threads();
+    // A 32 MB heap to start with (unless GC_INITIAL_HEAP_SIZE says otherwise): with Boehm's
+    // default of a few hundred KB, list- and closure-heavy code collected every few thousand
+    // conses, and marking the prelude's nodes each time cost 40% of the closure benchmark
+    // (0.13 s -> 0.07 s). Tensor loops are unaffected: their storage is counted separately.
+    if (!std::getenv("GC_INITIAL_HEAP_SIZE") && GC_get_heap_size() < (size_t(32) << 20))
+      GC_expand_hp((size_t(32) << 20) - GC_get_heap_size());
     // PURPLE_GC_STRESS=1: a full collection every 50 gcAlloc calls (nodes, vectors, frames,
     // most builtins' objects), to find Values kept where the collector cannot see them.
     if (const char* stress = std::getenv("PURPLE_GC_STRESS"); stress && *stress == '1') gStress = true;

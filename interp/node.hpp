@@ -63,6 +63,7 @@ struct AppNode : Node {
   Node* fn;
   uint32_t argc;
   uint32_t appArgMask;               // bit i: argument i is itself an application
+  uint32_t tensorArgMask;            // bit i: ... of a global that was a tensor builtin
   SourcePos pos;
   Node* args[1];
 };

@@ -112,23 +112,30 @@ Value wrapTensor(at::Tensor t) {
 
 void noteTensorFreedUnboxed() { countReleased(); }
 
+void reuseTensorCell(Value old, at::Tensor t) {
+  auto* cell = old.as<TensorObj>();
+  int64_t bytes = chargeFreshStorage(t, cell->countedBytes);   // may collect or throw: cell intact
+  cell->tensor = at::Tensor();             // the old tensor goes first, as under refcounting
+  cell->tensor = std::move(t);
+  cell->countedBytes = bytes;
+  countReleased();
+}
+
+Value wrapSoleOwnedTensor(at::Tensor t) {
+  Value v = wrapTensor(std::move(t));
+  // Inside a tensor scope every new tensor must stay recorded in the scope: no reuse there.
+  if (!tensorScopeOpen()) v.obj()->flags = kTensorSoleOwner;
+  return v;
+}
+
 void assignFreshTensor(Value& slot, at::Tensor t) {
   Value old = slot;
-  bool soleOwned = old.isObject() && old.obj()->flags == kTensorSoleOwner && old.obj()->kind == Kind::Tensor;
-  // Inside a tensor scope every new tensor must be recorded in the scope: no reuse there.
-  bool scoped = tensorScopeOpen();
-  if (soleOwned && !scoped) {
-    auto* cell = old.as<TensorObj>();
-    int64_t bytes = chargeFreshStorage(t, cell->countedBytes);   // may collect or throw: slot intact
-    cell->tensor = at::Tensor();             // the old tensor goes first, as under refcounting
-    cell->tensor = std::move(t);
-    cell->countedBytes = bytes;
-    countReleased();
+  if (isSoleOwnedTensor(old) && !tensorScopeOpen()) {
+    reuseTensorCell(old, std::move(t));
     return;
   }
-  Value v = wrapTensor(std::move(t));
-  if (soleOwned) releaseTensor(old);
-  if (!scoped) v.obj()->flags = kTensorSoleOwner;
+  Value v = wrapSoleOwnedTensor(std::move(t));
+  dropOverwritten(old);
   slot = v;
 }
 

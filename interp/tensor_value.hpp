@@ -27,9 +27,12 @@ void releaseTensor(Value v);      // drops the at::Tensor now; later use is a Pu
 void assignFreshTensor(Value& slot, at::Tensor t);
 // A variable that held `old` is being overwritten: a cell only it held is freed now.
 inline void dropOverwritten(Value old) {
-  if (old.isObject() && __builtin_expect(old.obj()->flags == kTensorSoleOwner, 0) && old.obj()->kind == Kind::Tensor)
-    releaseTensor(old);
+  if (isSoleOwnedTensor(old)) releaseTensor(old);
 }
+// The pieces of assignFreshTensor, for parameters bound by a tail call (eval.cpp): put `t` in
+// a sole-owned cell whose old tensor is dead, or in a new cell marked sole-owned.
+void reuseTensorCell(Value cell, at::Tensor t);
+Value wrapSoleOwnedTensor(at::Tensor t);
 // A fresh result that is passed on or dropped without ever getting a cell still counts
 // against an embedder's tensor-memory budget.
 void checkTensorBudget(const at::Tensor& t);

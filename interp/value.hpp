@@ -133,9 +133,11 @@ struct MultipleValues : Object {  // extra = count (never 1)
 // reuse the cell (tensor_value.hpp, assignFreshTensor), as reference counting would. Every read
 // of a variable, in the evaluator or from C++, clears it first (shareValue).
 constexpr uint8_t kTensorSoleOwner = 1;
+inline bool isSoleOwnedTensor(Value v) {
+  return v.isObject() && __builtin_expect(v.obj()->flags == kTensorSoleOwner, 0) && v.obj()->kind == Kind::Tensor;
+}
 inline Value shareValue(Value v) {
-  if (v.isObject() && __builtin_expect(v.obj()->flags == kTensorSoleOwner, 0) && v.obj()->kind == Kind::Tensor)
-    v.obj()->flags = 0;
+  if (isSoleOwnedTensor(v)) v.obj()->flags = 0;
   return v;
 }
 
