@@ -599,7 +599,16 @@ Value Interp::eval(Node* node, Frame* env) {
         raise(env->slots[static_cast<ReraiseNode*>(node)->slot], true);
       case Op::App: {
         auto* app = static_cast<AppNode*>(node);
-        Value fn = evalSimple(*this, app->fn, env);
+        // The callee: a global's value is read without marking it shared, as calling a
+        // procedure cannot keep it (a non-procedure is marked before the error names it).
+        Value fn;
+        if (app->fn->op() == Op::Global) {
+          auto* cell = static_cast<GlobalNode*>(app->fn)->cell;
+          if (cell->value.isUnbound()) unboundVariable(cell);
+          fn = cell->value;
+        } else {
+          fn = evalSimple(*this, app->fn, env);
+        }
         if (fn.is(Kind::Primitive)) {
           if (fn.obj()->small && app->argc == 2 && !app->appArgMask) return inlineArithmetic(*this, app, fn, env);
           return callPrimitiveApp(*this, app, fn, env, rec);
@@ -625,7 +634,7 @@ Value Interp::eval(Node* node, Frame* env) {
         rec->node = app;
         rec->proc = fn;
         if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
-        if (!fn.is(Kind::Closure)) return apply(fn, argv, int(argc));
+        if (!fn.is(Kind::Closure)) return apply(shareValue(fn), argv, int(argc));
         LambdaNode* l = fn.as<Closure>()->code;
         uint32_t noOwned = 0;
         Frame* f = frameForCall(fn, frameStore, frameStoreLive, argv, argc, noOwned);
