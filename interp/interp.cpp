@@ -91,6 +91,8 @@ char* threadStackLimit() {
 }
 }  // namespace
 
+void setCurrentThreadStackLimit(char* lowest) { tStackLimit = lowest; }
+
 bool stackNearlyFull() { return reinterpret_cast<char*>(__builtin_frame_address(0)) < threadStackLimit(); }
 
 void Interp::ensureStackLimit() {

@@ -45,6 +45,9 @@ void requireFileAccess(std::string_view who);
 // keeps: recursive C++ code that a script can drive arbitrarily deep (printing, reading nested
 // data) checks it, so a host thread's small stack ends in a Purple error, not a crash.
 bool stackNearlyFull();
+// For a thread that runs on a stack it switched to itself: the lowest address its C++ code may
+// reach (the default comes from the thread's pthread attributes).
+void setCurrentThreadStackLimit(char* lowest);
 
 std::string primitiveName(Value prim);
 
