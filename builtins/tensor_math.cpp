@@ -333,6 +333,19 @@ void registerTensorMath(Registry& r) {
   PURPLE_UNARY("tensor-selu", at::selu(x), "The scaled exponential linear unit, elementwise.");
   PURPLE_UNARY("tensor-hardsigmoid", at::hardsigmoid(x), "A piecewise-linear sigmoid: clamp(X/6 + 1/2, 0, 1).");
   PURPLE_UNARY("tensor-hardswish", at::hardswish(x), "X * hardsigmoid(X), elementwise.");
+  // Computed in place when the argument is a temporary nobody else holds.
+  r.inPlaceOnTemporary("tensor-neg", [](at::Tensor& x) { x.neg_(); });
+  r.inPlaceOnTemporary("tensor-abs", [](at::Tensor& x) { x.abs_(); });
+  r.inPlaceOnTemporary("tensor-sqrt", [](at::Tensor& x) { x.sqrt_(); });
+  r.inPlaceOnTemporary("tensor-exp", [](at::Tensor& x) { x.exp_(); });
+  r.inPlaceOnTemporary("tensor-log", [](at::Tensor& x) { x.log_(); });
+  r.inPlaceOnTemporary("tensor-sin", [](at::Tensor& x) { x.sin_(); });
+  r.inPlaceOnTemporary("tensor-cos", [](at::Tensor& x) { x.cos_(); });
+  r.inPlaceOnTemporary("tensor-relu", [](at::Tensor& x) { x.relu_(); });
+  r.inPlaceOnTemporary("tensor-relu6", [](at::Tensor& x) { at::hardtanh_(x, 0, 6); });
+  r.inPlaceOnTemporary("tensor-sigmoid", [](at::Tensor& x) { x.sigmoid_(); });
+  r.inPlaceOnTemporary("tensor-tanh", [](at::Tensor& x) { x.tanh_(); });
+  r.inPlaceOnTemporary("tensor-silu", [](at::Tensor& x) { at::silu_(x); });
   r.def("tensor-leaky-relu", "(x :key (negative-slope 0.01))",
         [](const at::Tensor& x, at::Scalar slope) { return at::leaky_relu(x, slope); },
         "X where X >= 0, else :negative-slope * X (default 0.01).");

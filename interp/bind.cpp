@@ -202,6 +202,13 @@ void Registry::alias(std::string_view newName, std::string_view existing) {
   in_.defineGlobal(newName, v, old ? old->doc : Value::f());
 }
 
+void Registry::inPlaceOnTemporary(std::string_view name, void (*fn)(at::Tensor&)) {
+  Value v = in_.lookupGlobal(name);
+  if (!v.is(Kind::Primitive) || !(v.obj()->flags & kPrimUnboxedTensor))
+    throw std::logic_error("inPlaceOnTemporary: " + std::string(name) + " is not a tensor builtin");
+  v.as<Primitive>()->info->inPlace = fn;
+}
+
 // ---- argument binding --------------------------------------------------------------------------
 
 static bool isDeclaredKey(const PrimitiveInfo* info, Value v) {

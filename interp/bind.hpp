@@ -45,6 +45,9 @@ struct PrimitiveInfo {
   // For callables that return at::Tensor: the same call, but the result is handed back
   // without its GC cell, for the evaluator to pass on, store or drop (kPrimUnboxedTensor).
   at::Tensor (*tensorInvoke)(Interp&, Value* argv, int argc, PrimitiveInfo* info) = nullptr;
+  // For one-argument elementwise builtins: the same result computed in place, used when the
+  // argument is a temporary only the evaluator holds (Registry::inPlaceOnTemporary).
+  void (*inPlace)(at::Tensor&) = nullptr;
 };
 
 // A list of integers given as one list/vector, or as the rest arguments (shapes, dims).
@@ -344,6 +347,10 @@ class Registry {
   void defRaw(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,
               uint8_t flags = 0);
   void alias(std::string_view newName, std::string_view existing);
+  // Lets the evaluator compute builtin NAME (one tensor argument, same dtype out as in) in place
+  // when its argument is a fresh intermediate nobody else can see, as in
+  // `(tensor-relu (tensor-matmul a b))`: one allocation less, as NumPy elides temporaries.
+  void inPlaceOnTemporary(std::string_view name, void (*fn)(at::Tensor&));
   Interp& interp() { return in_; }
 
  private:

@@ -391,6 +391,14 @@ static Value selectCaseLambda(Value proc, int argc) {
 }
 
 namespace {
+// A temporary the evaluator alone holds may be overwritten by an elementwise builtin: its
+// storage is its own (no view shares it), autograd does not track it, and it is floating point
+// (the in-place variants keep the dtype, as the builtins do for floating input).
+inline bool canOverwriteTemporary(const at::Tensor& t) {
+  return t.defined() && t.use_count() == 1 && t.has_storage() && t.storage().use_count() == 1 &&
+         !t.requires_grad() && !t.is_inference() && t.is_floating_point() && t.is_non_overlapping_and_dense();
+}
+
 // A primitive call, with its result boxed (a Value) or, for a tensor-returning primitive,
 // unboxed. Arguments that are calls of fresh-returning primitives are released as soon as this
 // primitive returns, when it keeps none of its arguments: `(tensor-sum (tensor-relu (+ (* x 2) 1)))`
@@ -406,7 +414,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   Value argvBuf[kInlineSlots];
   Value* argv = argc <= kInlineSlots ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
   ScratchTensors scratch;
-  uint32_t fresh = 0;
+  uint32_t fresh = 0, scratchMask = 0;
   bool track = (p->flags & kPrimBorrowsArgs) && app->appArgMask;
   for (uint32_t i = 0; i < argc; i++) {
     Node* a = app->args[i];
@@ -416,6 +424,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
         Value g = static_cast<GlobalNode*>(inner->fn)->cell->value;
         if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimUnboxedTensor) && scratch.hasRoom()) {
           argv[i] = scratch.hold(primitiveApp<true>(in, inner, g, env, rec));
+          scratchMask |= 1u << i;
           continue;
         }
         if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) {
@@ -433,6 +442,16 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   }
   rec->node = app;
   rec->proc = fn;
+  if (scratchMask == 1 && argc == 1 && p->info->inPlace && canOverwriteTemporary(tensorOf(argv[0]))) {
+    at::Tensor& t = tensorOf(argv[0]);
+    try {
+      p->info->inPlace(t);
+    } catch (...) {
+      rethrowForeign(p->info);
+    }
+    if constexpr (Unboxed) return std::move(t);
+    else return wrapTensor(std::move(t));
+  }
   if constexpr (Unboxed) {
     at::Tensor result = p->info->tensorInvoke(in, argv, int(argc), p->info);
     if (in.limits.maxTensorBytes > 0) checkTensorBudget(result);
