@@ -89,6 +89,7 @@ class ScratchTensors {
 
 
 inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env);
+Value arithmeticOnCalls(Interp& in, AppNode* app, Value fn, Frame* env);
 Value evalCompound(Interp& in, Node* n, Frame* env);
 
 // Arguments that need no new activation: constants, variables, and calls of primitives
@@ -114,7 +115,8 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
     if (app->fn->op() == Op::Global) {
       Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
       if (fn.is(Kind::Primitive)) {
-        if (fn.obj()->small && app->argc == 2 && !app->appArgMask) return inlineArithmetic(in, app, fn, env);
+        if (fn.obj()->small && app->argc == 2 && !app->tensorArgMask)
+          return app->appArgMask ? arithmeticOnCalls(in, app, fn, env) : inlineArithmetic(in, app, fn, env);
         return callPrimitiveApp(in, app, fn, env, &in.callStack[in.depth]);
       }
     }
@@ -216,6 +218,44 @@ __attribute__((always_inline)) inline Value inlineArithmetic(Interp& in, AppNode
   rec->node = app;
   rec->proc = fn;
   return p->fn(in, argv, 2, p->info);
+}
+
+// After a builtin that keeps none of its arguments returned `result`: the tensors that calls
+// of fresh-returning builtins made for it (bits of `fresh`) are dead, unless returned.
+inline void releaseFreshArguments(Value* argv, uint32_t argc, uint32_t fresh, Value result) {
+  for (uint32_t i = 0; fresh && i < argc; i++)
+    if (((fresh >> i) & 1) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
+}
+
+// An argument that is a call of a builtin returning a new cell (kPrimReturnsFresh).
+inline bool isFreshPrimitiveCall(Node* n) {
+  if (n->op() != Op::App) return false;
+  Node* fn = static_cast<AppNode*>(n)->fn;
+  if (fn->op() != Op::Global) return false;
+  Value g = static_cast<GlobalNode*>(fn)->cell->value;
+  return g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh);
+}
+
+// `(+ (fib (- n 1)) (fib (- n 2)))`: two-argument arithmetic whose arguments are calls but not
+// of tensor builtins (tensorArgMask), without the scratch cells of the general primitive call.
+// A fresh result of another builtin, as in `(+ (* x 2) 1)` on tensors, is still released at once.
+__attribute__((noinline)) Value arithmeticOnCalls(Interp& in, AppNode* app, Value fn, Frame* env) {
+  if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
+  Value argv[2];
+  uint32_t fresh = 0;
+  for (int i = 0; i < 2; i++) {
+    if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
+    argv[i] = evalSimple(in, app->args[i], env);
+  }
+  auto* p = fn.as<Primitive>();
+  Value result;
+  if (fixnumArithmetic(InlineOp(p->small), argv[0], argv[1], &result)) return result;
+  Interp::CallRecord* rec = &in.callStack[in.depth];
+  rec->node = app;
+  rec->proc = fn;
+  result = p->fn(in, argv, 2, p->info);
+  if (p->flags & kPrimBorrowsArgs) releaseFreshArguments(argv, 2, fresh, result);
+  return result;
 }
 
 inline bool hasSimpleParams(LambdaNode* l) { return !(l->nOptional | l->nKeys | l->hasRest); }
@@ -455,17 +495,11 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   if constexpr (Unboxed) {
     at::Tensor result = p->info->tensorInvoke(in, argv, int(argc), p->info);
     if (in.limits.maxTensorBytes > 0) checkTensorBudget(result);
-    if (fresh) {
-      for (uint32_t i = 0; i < argc; i++)
-        if (((fresh >> i) & 1) && isTensor(argv[i])) releaseTensor(argv[i]);
-    }
+    releaseFreshArguments(argv, argc, fresh, Value::unspecified());
     return result;
   } else {
     Value result = p->fn(in, argv, int(argc), p->info);
-    if (fresh) {
-      for (uint32_t i = 0; i < argc; i++)
-        if (((fresh >> i) & 1) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
-    }
+    releaseFreshArguments(argv, argc, fresh, result);
     return result;
   }
 }
@@ -629,7 +663,8 @@ Value Interp::eval(Node* node, Frame* env) {
           fn = evalSimple(*this, app->fn, env);
         }
         if (fn.is(Kind::Primitive)) {
-          if (fn.obj()->small && app->argc == 2 && !app->appArgMask) return inlineArithmetic(*this, app, fn, env);
+          if (fn.obj()->small && app->argc == 2 && !app->tensorArgMask)
+            return app->appArgMask ? arithmeticOnCalls(*this, app, fn, env) : inlineArithmetic(*this, app, fn, env);
           return callPrimitiveApp(*this, app, fn, env, rec);
         }
         uint32_t argc = app->argc;
