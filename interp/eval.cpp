@@ -207,10 +207,9 @@ inline bool fixnumArithmetic(InlineOp op, Value x, Value y, Value* out) {
   }
 }
 
-// `(< n 2)`, `(- n 1)`: a two-argument arithmetic primitive whose arguments are not calls,
-// without the bookkeeping of the general primitive call.
-__attribute__((always_inline)) inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env) {
-  Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
+// The evaluated arguments of a two-argument arithmetic primitive: on fixnums inline, else the
+// builtin (generic numbers, tensors), with the call recorded for backtraces.
+__attribute__((always_inline)) inline Value applyArithmetic(Interp& in, AppNode* app, Value fn, Value* argv) {
   auto* p = fn.as<Primitive>();
   Value result;
   if (fixnumArithmetic(InlineOp(p->small), argv[0], argv[1], &result)) return result;
@@ -218,6 +217,13 @@ __attribute__((always_inline)) inline Value inlineArithmetic(Interp& in, AppNode
   rec->node = app;
   rec->proc = fn;
   return p->fn(in, argv, 2, p->info);
+}
+
+// `(< n 2)`, `(- n 1)`: a two-argument arithmetic primitive whose arguments are not calls,
+// without the bookkeeping of the general primitive call.
+__attribute__((always_inline)) inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env) {
+  Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
+  return applyArithmetic(in, app, fn, argv);
 }
 
 // After a builtin that keeps none of its arguments returned `result`: the tensors that calls
@@ -247,14 +253,8 @@ __attribute__((noinline)) Value arithmeticOnCalls(Interp& in, AppNode* app, Valu
     if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
     argv[i] = evalSimple(in, app->args[i], env);
   }
-  auto* p = fn.as<Primitive>();
-  Value result;
-  if (fixnumArithmetic(InlineOp(p->small), argv[0], argv[1], &result)) return result;
-  Interp::CallRecord* rec = &in.callStack[in.depth];
-  rec->node = app;
-  rec->proc = fn;
-  result = p->fn(in, argv, 2, p->info);
-  if (p->flags & kPrimBorrowsArgs) releaseFreshArguments(argv, 2, fresh, result);
+  Value result = applyArithmetic(in, app, fn, argv);
+  if (fn.obj()->flags & kPrimBorrowsArgs) releaseFreshArguments(argv, 2, fresh, result);
   return result;
 }
 
