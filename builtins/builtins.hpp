@@ -1,5 +1,5 @@
 // Every builtin family registers itself through one function, called by registerAllBuiltins
-// (builtins/all.cpp) when an interpreter is made. Adding a family: write builtins/NAME.cpp with
+// (builtins/all.cpp) when an interpreter is made. Adding a family: write builtins/GROUP/NAME.cpp with
 // `void registerNAME(Registry&)`, declare it here and list it in all.cpp.
 #pragma once
 #include "interp/bind.hpp"
@@ -39,7 +39,7 @@ void registerLosses(Registry& r);
 void registerOptim(Registry& r);          // optimizers, schedulers, clipping, optimizer state
 void registerSerialize(Registry& r);      // state dicts and data in torch.save's format
 
-// data, metrics (data.cpp, data_io.cpp, metrics.cpp; prelude/35-data, 40-training)
+// data, metrics (builtins/data/; prelude/35-data, 40-training)
 void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?
 void registerDataIO(Registry& r);         // load-idx, load-csv
 void registerMetrics(Registry& r);        // accuracy, precision, recall, f1-score, confusion-matrix

@@ -5,7 +5,7 @@
 #define PURPLE_IMPLEMENTATION
 #include "purple/purple.hpp"
 
-#include "builtins/hashtable.hpp"
+#include "builtins/core/hashtable.hpp"
 #include "interp/bind.hpp"
 #include "interp/equality.hpp"
 #include "interp/gc.hpp"

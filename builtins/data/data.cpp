@@ -1,0 +1,581 @@
+// Data: the C++ half of datasets and data loaders (prelude/35-data.purple is the Purple half).
+//
+//  * Transforms as data. `normalize`, `random-horizontal-flip` and `random-crop` (prelude) are
+//    Purple procedures that carry a *spec*, a list such as ((normalize (0.5) (0.5)) (hflip 0.5)).
+//    `%transform-apply` runs a spec on one sample (interpreter thread); a batcher runs the same
+//    spec on whole batches on its worker thread, drawing per-sample randomness itself.
+//  * Batchers. `%make-batcher` holds the tensors of a tensor-dataset and the loader's options;
+//    `%batcher-iterate` starts one pass (an epoch): it draws the permutation on the interpreter
+//    thread (so `manual-seed` makes shuffling reproducible) and, when prefetching, starts a
+//    std::thread that cuts batches with index_select, applies the transform spec and hands
+//    finished at::Tensor batches over through a bounded queue. That thread never touches a Purple
+//    value or the collector: it sees only at::Tensors copied out of the cells beforehand, and
+//    runs with grad mode off. `%batch-iterator-next!` wraps a finished batch into Purple values
+//    on the interpreter thread.
+//  * `default-collate` for Purple-defined datasets, and `terminal-output?`.
+#include "builtins/builtins.hpp"
+#include "builtins/tensor/util.hpp"
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace purple {
+namespace dataload {
+
+// ---- foreign objects ---------------------------------------------------------------------------
+
+template <class T> void destroyAs(void* p) { delete static_cast<T*>(p); }
+
+template <class T> Value wrapForeign(T* p, const char* typeName) {
+  return makeForeign(p, &destroyAs<T>, intern(typeName));
+}
+
+template <class T> T* foreignArg(Value v, const char* typeName, std::string_view who, int index) {
+  if (v.is(Kind::Foreign)) {
+    auto* f = v.as<Foreign>();
+    if (f->typeName == intern(typeName) && f->ptr) return static_cast<T*>(f->ptr);
+  }
+  throwTypeError(who, index, std::string("a ") + typeName, v);
+}
+
+// ---- transform specs ---------------------------------------------------------------------------
+
+struct TransformOp {
+  enum Kind { Normalize, HFlip, Crop } kind;
+  std::vector<double> mean, std;     // Normalize
+  double p = 0.5;                    // HFlip
+  int64_t height = 0, width = 0;     // Crop
+  int64_t padding = 0;
+  double fill = 0;
+};
+using Spec = std::vector<TransformOp>;
+
+std::vector<double> doubleList(Value v, std::string_view who) {
+  std::vector<double> out;
+  if (isNumber(v)) {
+    out.push_back(isFlonum(v) ? flonumValue(v) : double(v.isFixnum() ? v.fixnum() : 0));
+    if (!v.isFixnum() && !isFlonum(v)) throwTypeError(who, 1, "a real number or a list of them", v);
+    return out;
+  }
+  for (Value p = v; isPair(p); p = cdr(p)) {
+    Value x = car(p);
+    if (x.isFixnum()) out.push_back(double(x.fixnum()));
+    else if (isFlonum(x)) out.push_back(flonumValue(x));
+    else throwTypeError(who, 1, "a real number or a list of them", v);
+  }
+  if (out.empty()) throwTypeError(who, 1, "a real number or a non-empty list of them", v);
+  return out;
+}
+
+int64_t fixnumField(Value v, std::string_view who) {
+  if (!v.isFixnum()) throwTypeError(who, 1, "an exact integer in the transform spec", v);
+  return v.fixnum();
+}
+
+double realField(Value v, std::string_view who) {
+  if (v.isFixnum()) return double(v.fixnum());
+  if (isFlonum(v)) return flonumValue(v);
+  throwTypeError(who, 1, "a real number in the transform spec", v);
+}
+
+// A spec is a list of (name arg ...) entries; #f or () is the identity.
+Spec parseSpec(Value spec, std::string_view who) {
+  Spec ops;
+  if (spec.isFalse()) return ops;
+  if (!isList(spec)) throwTypeError(who, 1, "a transform spec (a list)", spec);
+  for (Value p = spec; isPair(p); p = cdr(p)) {
+    Value e = car(p);
+    if (!isPair(e) || !isSymbol(car(e)) || !isList(e)) throwTypeError(who, 1, "a transform spec entry", e);
+    std::string_view name = symbolName(car(e));
+    size_t n = listLength(e);
+    TransformOp op{};
+    if (name == "normalize" && n == 3) {
+      op.kind = TransformOp::Normalize;
+      op.mean = doubleList(cadr(e), who);
+      op.std = doubleList(caddr(e), who);
+      if (op.mean.size() != op.std.size() && op.mean.size() != 1 && op.std.size() != 1)
+        throwError("data-error", std::string(who) + ": normalize: mean and std have different lengths:",
+                   cons(cadr(e), cons(caddr(e), Value::nil())));
+      for (double s : op.std)
+        if (s == 0) throwError("data-error", std::string(who) + ": normalize: a standard deviation is zero");
+    } else if (name == "hflip" && n == 2) {
+      op.kind = TransformOp::HFlip;
+      op.p = realField(cadr(e), who);
+    } else if (name == "crop" && n == 4) {
+      op.kind = TransformOp::Crop;
+      Value size = cadr(e);
+      if (isPair(size)) {
+        op.height = fixnumField(car(size), who);
+        op.width = isPair(cdr(size)) ? fixnumField(cadr(size), who) : op.height;
+      } else {
+        op.height = op.width = fixnumField(size, who);
+      }
+      op.padding = fixnumField(caddr(e), who);
+      op.fill = realField(car(cdddr(e)), who);
+      if (op.height <= 0 || op.width <= 0 || op.padding < 0)
+        throwError("data-error", std::string(who) + ": random-crop: bad size or padding:", cons(e, Value::nil()));
+    } else {
+      throwError("data-error", std::string(who) + ": unknown transform spec entry:", cons(e, Value::nil()));
+    }
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+std::string shapeString(const at::Tensor& t) {
+  std::string s = "(";
+  for (int64_t i = 0; i < t.dim(); i++) s += (i ? " " : "") + std::to_string(t.size(i));
+  return s + ")";
+}
+
+// Applies `ops` to X: one sample when `batch` is false, else a batch whose dim 0 indexes the
+// samples (each sample then gets its own random draws). Pure LibTorch plus `rng`: safe on a
+// worker thread. Errors are std::runtime_error (turned into Purple errors by the caller).
+at::Tensor applySpec(const Spec& ops, at::Tensor x, bool batch, std::mt19937_64& rng) {
+  for (const TransformOp& op : ops) {
+    int64_t sampleDims = x.dim() - (batch ? 1 : 0);
+    switch (op.kind) {
+      case TransformOp::Normalize: {
+        if (!x.is_floating_point()) x = x.to(at::kFloat);
+        size_t c = std::max(op.mean.size(), op.std.size());
+        auto values = [&](const std::vector<double>& v) {
+          std::vector<double> full(c);
+          for (size_t i = 0; i < c; i++) full[i] = v.size() == 1 ? v[0] : v[i];
+          return at::tensor(full, at::TensorOptions().dtype(at::kDouble)).to(x.scalar_type());
+        };
+        at::Tensor mean = values(op.mean), std = values(op.std);
+        if (c > 1) {
+          // channels are the sample's first dim: (C H W) samples, (N C H W) batches
+          if (sampleDims < 3 || x.size(batch ? 1 : 0) != int64_t(c))
+            throw std::runtime_error("normalize: " + std::to_string(c) +
+                                     " channel means need samples shaped (C H W) with C = " +
+                                     std::to_string(c) + "; got shape " + shapeString(x));
+          std::vector<int64_t> shape(size_t(x.dim()), 1);
+          shape[batch ? 1 : 0] = int64_t(c);
+          mean = mean.view(shape);
+          std = std.view(shape);
+        } else {
+          mean = mean.reshape({});
+          std = std.reshape({});
+        }
+        x = (x - mean) / std;
+        break;
+      }
+      case TransformOp::HFlip: {
+        if (sampleDims < 1) throw std::runtime_error("random-horizontal-flip: a sample needs at least one dimension");
+        std::uniform_real_distribution<double> u(0.0, 1.0);
+        if (!batch) {
+          if (u(rng) < op.p) x = x.flip({-1});
+          break;
+        }
+        int64_t n = x.size(0);
+        std::vector<int64_t> which;
+        for (int64_t i = 0; i < n; i++)
+          if (u(rng) < op.p) which.push_back(i);
+        if (which.empty()) break;
+        x = x.clone();
+        at::Tensor idx = at::tensor(which, at::TensorOptions().dtype(at::kLong));
+        x.index_copy_(0, idx, x.index_select(0, idx).flip({-1}));
+        break;
+      }
+      case TransformOp::Crop: {
+        if (sampleDims < 2)
+          throw std::runtime_error("random-crop: samples need at least two dimensions (H W); got shape " +
+                                   shapeString(x));
+        if (op.padding > 0) {
+          std::vector<int64_t> pad{op.padding, op.padding, op.padding, op.padding};
+          x = at::constant_pad_nd(x, pad, op.fill);
+        }
+        int64_t H = x.size(-2), W = x.size(-1);
+        if (op.height > H || op.width > W)
+          throw std::runtime_error("random-crop: crop size " + std::to_string(op.height) + "x" +
+                                   std::to_string(op.width) + " is larger than the padded sample " +
+                                   std::to_string(H) + "x" + std::to_string(W));
+        std::uniform_int_distribution<int64_t> top(0, H - op.height), left(0, W - op.width);
+        if (!batch) {
+          x = x.narrow(-2, top(rng), op.height).narrow(-1, left(rng), op.width).contiguous();
+          break;
+        }
+        int64_t n = x.size(0);
+        std::vector<at::Tensor> parts;
+        parts.reserve(size_t(n));
+        for (int64_t i = 0; i < n; i++)
+          parts.push_back(x.select(0, i).narrow(-2, top(rng), op.height).narrow(-1, left(rng), op.width));
+        x = n ? at::stack(parts) : x.narrow(-2, 0, op.height).narrow(-1, 0, op.width).contiguous();
+        break;
+      }
+    }
+  }
+  return x;
+}
+
+// A seed for a fresh std::mt19937_64, drawn from LibTorch's default CPU generator so that
+// `manual-seed` fixes shuffling and transform randomness alike.
+uint64_t drawSeed() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<at::CPUGeneratorImpl>()->random64();
+}
+
+// ---- batchers ----------------------------------------------------------------------------------
+
+struct Batcher {
+  std::vector<at::Tensor> tensors;   // the dataset's fields, sharing dim 0
+  int64_t length = 0;
+  int64_t batchSize = 1;
+  bool shuffle = false;
+  bool dropLast = false;
+  Spec spec;                         // applied to field 0
+  int prefetch = 2;                  // queue depth; 0: batches are cut on the interpreter thread
+
+  int64_t batches() const {
+    return dropLast ? length / batchSize : (length + batchSize - 1) / batchSize;
+  }
+};
+
+// One pass over a batcher.
+struct BatchIterator {
+  std::shared_ptr<const Batcher> source;
+  at::Tensor order;                  // int64 permutation, or undefined for 0..n-1
+  std::mt19937_64 rng;
+  int64_t next = 0;                  // next batch to cut (synchronous mode)
+  int64_t total = 0;
+  int64_t delivered = 0;
+
+  // prefetching
+  std::thread worker;
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::vector<at::Tensor>> queue;
+  bool finished = false;             // worker has produced everything (or failed)
+  bool stop = false;                 // asked to stop early
+  std::string error;                 // worker failure, reported on the interpreter thread
+
+  ~BatchIterator() { shutdown(); }
+
+  void shutdown() {
+    if (!worker.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    worker.join();
+  }
+
+  std::vector<at::Tensor> cut(int64_t b) {
+    const Batcher& s = *source;
+    int64_t start = b * s.batchSize;
+    int64_t len = std::min(s.batchSize, s.length - start);
+    at::Tensor idx = order.defined() ? order.narrow(0, start, len)
+                                     : at::arange(start, start + len, at::TensorOptions().dtype(at::kLong));
+    std::vector<at::Tensor> out;
+    out.reserve(s.tensors.size());
+    for (size_t f = 0; f < s.tensors.size(); f++) {
+      at::Tensor t = s.tensors[f].index_select(0, idx);
+      if (f == 0 && !s.spec.empty()) t = applySpec(s.spec, t, true, rng);
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  void run() {
+    at::NoGradGuard noGrad;
+    try {
+      for (int64_t b = 0; b < total; b++) {
+        std::vector<at::Tensor> batch = cut(b);
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [&] { return stop || int64_t(queue.size()) < source->prefetch; });
+        if (stop) return;
+        queue.push_back(std::move(batch));
+        lock.unlock();
+        cv.notify_all();
+      }
+    } catch (const c10::Error& e) {
+      std::lock_guard<std::mutex> lock(m);
+      error = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(m);
+      error = e.what();
+    }
+    {
+      std::lock_guard<std::mutex> lock(m);
+      finished = true;
+    }
+    cv.notify_all();
+  }
+
+  // The next batch, or false at the end.
+  bool take(std::vector<at::Tensor>& out) {
+    if (delivered >= total) return false;
+    if (!worker.joinable()) {
+      at::NoGradGuard noGrad;
+      try {
+        out = cut(next++);
+      } catch (const c10::Error& e) {
+        throwError("data-error", std::string("data-loader: ") + e.what_without_backtrace());
+      } catch (const std::runtime_error& e) {
+        throwError("data-error", std::string("data-loader: ") + e.what());
+      }
+      delivered++;
+      return true;
+    }
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return !queue.empty() || finished; });
+    if (queue.empty()) {
+      std::string msg = error;
+      lock.unlock();
+      shutdown();
+      if (!msg.empty()) throwError("data-error", "data-loader: " + msg);
+      delivered = total;
+      return false;
+    }
+    out = std::move(queue.front());
+    queue.pop_front();
+    lock.unlock();
+    cv.notify_all();
+    delivered++;
+    if (delivered == total) shutdown();
+    return true;
+  }
+};
+
+struct BatcherBox {
+  std::shared_ptr<const Batcher> batcher;
+};
+
+// ---- default collate -------------------------------------------------------------------------
+
+Value collate(Value samples, const char* who);
+
+Value collateFields(Value samples, size_t nFields, const char* who) {
+  // samples: list of lists, each with nFields elements; returns a list of collated fields.
+  std::vector<Value, traceable_allocator<Value>> columns(nFields, Value::nil());
+  for (Value p = samples; isPair(p); p = cdr(p)) {
+    Value s = car(p);
+    size_t k = 0;
+    for (Value q = s; isPair(q) && k < nFields; q = cdr(q), k++) columns[k] = cons(car(q), columns[k]);
+  }
+  Value result = Value::nil();
+  for (size_t k = nFields; k-- > 0;) {
+    Value col = reverseList(columns[k]);
+    result = cons(collate(col, who), result);
+  }
+  return result;
+}
+
+// Stacks tensors, turns numbers into a tensor (int64 when all exact integers, else float32),
+// and collates lists field by field. Anything else is returned as a list unchanged.
+Value collate(Value samples, const char* who) {
+  if (!isList(samples)) throwTypeError(who, 1, "a list of samples", samples);
+  if (samples.isNil()) return Value::nil();
+  Value first = car(samples);
+  if (isTensor(first)) {
+    std::vector<at::Tensor> ts;
+    for (Value p = samples; isPair(p); p = cdr(p)) {
+      if (!isTensor(car(p))) throwError("data-error", std::string(who) + ": samples mix tensors and other values:", cons(car(p), Value::nil()));
+      ts.push_back(tensorArg(car(p), who, 1));
+      if (ts.back().sizes() != ts.front().sizes())
+        throwError("data-error", std::string(who) + ": cannot stack samples of shapes " + shapeString(ts.front()) +
+                                     " and " + shapeString(ts.back()));
+    }
+    return wrapTensor(at::stack(ts));
+  }
+  if (isNumber(first) || first.isBool()) {
+    bool allInt = true, allBool = true;
+    for (Value p = samples; isPair(p); p = cdr(p)) {
+      Value x = car(p);
+      if (!isNumber(x) && !x.isBool())
+        throwError("data-error", std::string(who) + ": samples mix numbers and other values:", cons(x, Value::nil()));
+      if (!x.isBool()) allBool = false;
+      if (!x.isFixnum() && !x.isBool()) allInt = false;
+    }
+    size_t n = listLength(samples);
+    if (allBool) {
+      at::Tensor t = at::empty({int64_t(n)}, at::kBool);
+      auto* d = t.data_ptr<bool>();
+      size_t i = 0;
+      for (Value p = samples; isPair(p); p = cdr(p)) d[i++] = car(p).isTrue();
+      return wrapTensor(t);
+    }
+    if (allInt) {
+      at::Tensor t = at::empty({int64_t(n)}, at::kLong);
+      auto* d = t.data_ptr<int64_t>();
+      size_t i = 0;
+      for (Value p = samples; isPair(p); p = cdr(p)) d[i++] = car(p).isBool() ? car(p).isTrue() : car(p).fixnum();
+      return wrapTensor(t);
+    }
+    at::Tensor t = at::empty({int64_t(n)}, at::kFloat);
+    auto* d = t.data_ptr<float>();
+    size_t i = 0;
+    for (Value p = samples; isPair(p); p = cdr(p)) {
+      Value x = car(p);
+      d[i++] = x.isFixnum() ? float(x.fixnum()) : isFlonum(x) ? float(flonumValue(x)) : x.isBool() ? float(x.isTrue()) : 0.f;
+      if (!x.isFixnum() && !isFlonum(x) && !x.isBool())
+        throwError("data-error", std::string(who) + ": cannot collate the number", cons(x, Value::nil()));
+    }
+    return wrapTensor(t);
+  }
+  if (isPair(first) && isList(first)) {
+    size_t nFields = listLength(first);
+    for (Value p = samples; isPair(p); p = cdr(p))
+      if (!isList(car(p)) || listLength(car(p)) != nFields)
+        throwError("data-error", std::string(who) + ": samples have different numbers of fields:",
+                   cons(first, cons(car(p), Value::nil())));
+    return collateFields(samples, nFields, who);
+  }
+  if (first.is(Kind::Vector)) {
+    // vectors of fields collate like lists, giving a list of fields
+    Value lists = Value::nil();
+    for (Value p = samples; isPair(p); p = cdr(p)) {
+      Value v = car(p);
+      if (!v.is(Kind::Vector)) throwError("data-error", std::string(who) + ": samples mix vectors and other values");
+      auto* vec = v.as<Vector>();
+      lists = cons(listFromArray(vec->items, vec->extra), lists);
+    }
+    return collate(reverseList(lists), who);
+  }
+  return samples;
+}
+
+}  // namespace dataload
+
+using namespace dataload;
+
+void registerData(Registry& r) {
+  r.def("%transform-apply", "(spec x)",
+        [](Value spec, const at::Tensor& x) {
+          Spec ops = parseSpec(spec, "transform");
+          std::mt19937_64 rng(drawSeed());
+          try {
+            at::NoGradGuard noGrad;
+            return applySpec(ops, x, false, rng);
+          } catch (const std::runtime_error& e) {
+            throwError("data-error", e.what());
+          }
+        },
+        "Applies the transform SPEC (a list of (name arg ...) entries, as built by normalize, "
+        "random-horizontal-flip and random-crop) to the single sample X.");
+  r.def("%transform-apply-batch", "(spec x)",
+        [](Value spec, const at::Tensor& x) {
+          Spec ops = parseSpec(spec, "transform");
+          std::mt19937_64 rng(drawSeed());
+          try {
+            at::NoGradGuard noGrad;
+            return applySpec(ops, x, true, rng);
+          } catch (const std::runtime_error& e) {
+            throwError("data-error", e.what());
+          }
+        },
+        "Applies the transform SPEC to every sample of the batch X (dim 0 indexes samples), with "
+        "independent random draws per sample.");
+  r.def("%transform-spec-check", "(spec)", [](Value spec) { parseSpec(spec, "transform"); return true; },
+        "Checks that SPEC is a valid transform spec; raises a data-error otherwise.");
+
+  r.def("%make-batcher", "(tensors batch-size shuffle drop-last spec prefetch)",
+        [](Value tensors, int64_t batchSize, bool shuffle, bool dropLast, Value spec, int64_t prefetch) {
+          auto b = std::make_shared<Batcher>();
+          if (!isList(tensors) || tensors.isNil()) throwTypeError("data-loader", 1, "a non-empty list of tensors", tensors);
+          for (Value p = tensors; isPair(p); p = cdr(p)) {
+            const at::Tensor& t = tensorArg(car(p), "data-loader", 1);
+            if (t.dim() == 0) throwError("data-error", "data-loader: dataset tensors need a first (sample) dimension");
+            b->tensors.push_back(t.detach());
+          }
+          b->length = b->tensors[0].size(0);
+          for (auto& t : b->tensors)
+            if (t.size(0) != b->length)
+              throwError("data-error", "data-loader: dataset tensors differ in their first dimension");
+          if (batchSize < 1) throwError("range-error", "data-loader: :batch-size must be at least 1:", cons(makeInteger(batchSize), Value::nil()));
+          b->batchSize = batchSize;
+          b->shuffle = shuffle;
+          b->dropLast = dropLast;
+          b->spec = parseSpec(spec, "data-loader");
+          b->prefetch = int(std::max<int64_t>(0, std::min<int64_t>(prefetch, 64)));
+          return wrapForeign(new BatcherBox{b}, "tensor-batcher");
+        },
+        "Makes the C++ batch source behind a data loader over a tensor-dataset: TENSORS share "
+        "dim 0; SPEC is the transform spec applied to the first field; PREFETCH is how many "
+        "batches a background thread prepares ahead (0: none).");
+  r.def("%batcher-length", "(batcher)",
+        [](Value b) { return foreignArg<BatcherBox>(b, "tensor-batcher", "%batcher-length", 1)->batcher->batches(); },
+        "Number of batches one pass of BATCHER yields.");
+  r.def("%batcher-iterate", "(batcher)",
+        [](Value bv) {
+          auto& src = foreignArg<BatcherBox>(bv, "tensor-batcher", "%batcher-iterate", 1)->batcher;
+          auto* it = new BatchIterator();
+          it->source = src;
+          it->total = src->batches();
+          it->rng.seed(drawSeed());
+          if (src->shuffle) it->order = at::randperm(src->length, at::TensorOptions().dtype(at::kLong));
+          Value v = wrapForeign(it, "batch-iterator");
+          if (src->prefetch > 0 && it->total > 0) it->worker = std::thread([it] { it->run(); });
+          return v;
+        },
+        "Starts one pass (epoch) over BATCHER: draws a fresh permutation when shuffling and "
+        "starts the prefetch thread. Returns a batch iterator.");
+  r.def("%batch-iterator-next!", "(iterator)",
+        [](Value iv) -> Value {
+          auto* it = foreignArg<BatchIterator>(iv, "batch-iterator", "%batch-iterator-next!", 1);
+          std::vector<at::Tensor> batch;
+          if (!it->take(batch)) return Value::eof();
+          Value result = Value::nil();
+          for (size_t k = batch.size(); k-- > 0;) result = cons(wrapTensor(std::move(batch[k])), result);
+          return result;
+        },
+        "The next batch of ITERATOR as a list of tensors (one per dataset field), or the eof "
+        "object after the last one.");
+  r.def("%batch-iterator-close!", "(iterator)",
+        [](Value iv) { foreignArg<BatchIterator>(iv, "batch-iterator", "%batch-iterator-close!", 1)->shutdown(); },
+        "Stops ITERATOR's prefetch thread now (it is also stopped when the iterator is collected).");
+
+  r.def("default-collate", "(samples)", [](Value samples) { return collate(samples, "default-collate"); },
+        "Combines a list of SAMPLES into a batch: tensors are stacked along a new dim 0; numbers "
+        "become a tensor (int64 when all are exact integers, bool when all booleans, else "
+        "float32); samples that are lists (or vectors) of fields are collated field by field "
+        "into a list; anything else is returned as the list of samples.");
+  r.def("rename-file", "(old new)",
+        [](std::string from, std::string to) {
+          requireFileAccess("rename-file");
+          if (std::rename(from.c_str(), to.c_str()) != 0)
+            throwError("file-error", "rename-file: cannot rename " + from + " to " + to + " (" +
+                                         std::strerror(errno) + ")");
+        },
+        "Renames the file OLD to NEW, replacing NEW atomically when it exists (POSIX rename). "
+        "Writing a temporary file and renaming it over the real one is how fit writes its "
+        "checkpoints.");
+  r.def("create-directory", "(path :key (parents #t))",
+        [](std::string path, bool parents) {
+          requireFileAccess("create-directory");
+          auto make = [](const std::string& p) {
+            if (::mkdir(p.c_str(), 0777) != 0 && errno != EEXIST)
+              throwError("file-error", "create-directory: cannot create " + p + " (" + std::strerror(errno) + ")");
+          };
+          if (parents)
+            for (size_t i = 1; i < path.size(); i++)
+              if (path[i] == '/') make(path.substr(0, i));
+          make(path);
+          struct stat sb;
+          if (::stat(path.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode))
+            throwError("file-error", "create-directory: not a directory: " + path);
+        },
+        "Creates the directory PATH (and, unless :parents #f, its missing parents); an existing "
+        "directory is fine.");
+  r.def("cpu-count", "()", []() { return int64_t(std::max(1u, std::thread::hardware_concurrency())); },
+        "The number of processors (hardware threads) this process may use, e.g. for (set-num-threads! (cpu-count)).");
+  r.def("terminal-output?", "()", []() { return bool(isatty(STDOUT_FILENO)); },
+        "True when standard output is a terminal (fit shows its progress bar only then).");
+}
+
+}  // namespace purple

@@ -1,0 +1,128 @@
+// The nn module and optimizer value kinds (Kind::Module, Kind::Optimizer) and what the nn
+// families share: conversions for Registry::def, the forward protocol, and the current optimizer.
+//
+// A module value is a small GC cell holding a std::shared_ptr<torch::nn::Module>; its finalizer
+// resets the pointer. Every module Purple makes is a torch::nn::Module that also implements
+// `ModuleForward` (built-in layers are LibTorch's own Impl classes with ModuleForward mixed in;
+// `sequential` and Purple-defined modules are Purple's own subclasses), so parameters, devices,
+// train/eval and state dicts go through LibTorch for both kinds, and forward is found with one
+// dynamic_cast. Two cells may hold the same module (children fetched from a parent get fresh
+// cells); `eq?` on modules is therefore identity of cells, `module=?` identity of modules.
+//
+// This header is light on purpose: it forward-declares torch::nn::Module and
+// torch::optim::Optimizer, so files that only pass modules around do not pay for <torch/nn.h>.
+#pragma once
+#include "interp/bind.hpp"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch {
+namespace nn { class Module; }
+namespace optim { class Optimizer; }
+}  // namespace torch
+
+namespace purple {
+
+struct ModuleObj : Object {
+  std::shared_ptr<torch::nn::Module> module;   // placement-new'd; reset by the finalizer
+};
+
+// What an optimizer value holds besides LibTorch's optimizer.
+struct OptimizerObj : Object {
+  std::shared_ptr<torch::optim::Optimizer> opt;   // placement-new'd; reset by the finalizer
+  std::string optKind;            // "sgd", "adam", ... (for printing and schedulers)
+  bool autoZeroGrad;              // optimizer-step clears gradients after stepping
+  // Each parameter group's learning rate before the first scheduler changed it (schedulers
+  // share it, so a second scheduler on the same optimizer starts from the same base).
+  std::shared_ptr<std::vector<double>> initialLrs;
+};
+
+// How a module runs. Built-in layers and Purple modules implement it; `callModule` finds it.
+class ModuleForward {
+ public:
+  virtual ~ModuleForward() = default;
+  // The general path: Purple values in, a Purple value out.
+  virtual Value forward(Interp& in, const Value* argv, int argc) = 0;
+  // A fast path for one-tensor-in, one-tensor-out layers, used by `sequential` to skip making a
+  // cell per intermediate result; only called when hasTensorForward() is true.
+  virtual bool hasTensorForward() const { return false; }
+  virtual at::Tensor tensorForward(const at::Tensor& x);
+  // The short type name: "Linear", "Sequential", the name given to define-module ...
+  virtual std::string typeName() const = 0;
+};
+
+// ---- module values -------------------------------------------------------------------------------
+
+Value wrapModule(std::shared_ptr<torch::nn::Module> m);
+bool isModule(Value v);
+// The module inside V, or a type error naming `who` and the (1-based) argument position.
+const std::shared_ptr<torch::nn::Module>& moduleArg(Value v, std::string_view who, int argIndex);
+// Runs the module's forward on Purple arguments; LibTorch errors become Purple errors naming the
+// module's type.
+Value callModule(Interp& in, const std::shared_ptr<torch::nn::Module>& m, const Value* argv, int argc);
+// The short type name of any module ("Linear", a define-module name, or LibTorch's name).
+std::string moduleTypeName(const torch::nn::Module& m);
+
+// Argument type for Registry::def: a module value (kept as its shared_ptr, not as a Value).
+struct ModuleRef { std::shared_ptr<torch::nn::Module> ptr; };
+template <> struct Convert<ModuleRef> {
+  static constexpr bool keepsValue = false;
+  static ModuleRef from(Interp&, Value v, const PrimitiveInfo* info, int i) {
+    if (!isModule(v)) throwConversionError(info, i, "a module", v);
+    return ModuleRef{moduleArg(v, info->name, i + 1)};
+  }
+};
+inline Value toValue(Interp&, const ModuleRef& m) { return wrapModule(m.ptr); }
+
+// ---- optimizer values ----------------------------------------------------------------------------
+
+Value wrapOptimizer(std::shared_ptr<torch::optim::Optimizer> opt, std::string kind, bool autoZeroGrad);
+bool isOptimizer(Value v);
+OptimizerObj* optimizerArg(Value v, std::string_view who, int argIndex);
+
+struct OptimizerRef { OptimizerObj* obj; };
+template <> struct Convert<OptimizerRef> {
+  static constexpr bool keepsValue = true;   // the cell is used during the call
+  static OptimizerRef from(Interp&, Value v, const PrimitiveInfo* info, int i) {
+    if (!isOptimizer(v)) throwConversionError(info, i, "an optimizer", v);
+    return OptimizerRef{v.as<OptimizerObj>()};
+  }
+};
+
+// The current optimizer of an interpreter (optimizer-step with no argument): kept in the hidden
+// global `%current-optimizer`, so it is per interpreter and visible to the collector.
+Value currentOptimizer(Interp& in);            // #f when none
+void setCurrentOptimizer(Interp& in, Value opt);
+
+// ---- shared helpers ------------------------------------------------------------------------------
+
+// "mean" / "sum" / "none" (string, symbol or keyword) -> at::Reduction value.
+int64_t reductionArg(const std::optional<std::string>& r, std::string_view who);
+// Trailing keyword arguments of a forward call: (m x :key-padding-mask t ...). Positional
+// arguments come first; keys are matched by name without the colon.
+struct ForwardArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keys;
+  Value key(std::string_view name) const;     // missing() when absent
+};
+ForwardArgs splitForwardArgs(const Value* argv, int argc, const std::string& who,
+                             std::initializer_list<const char*> allowed);
+
+// A module whose forward is a Purple procedure and which has no parameters (define.cpp):
+// `sequential` wraps plain procedures it is given with this.
+std::shared_ptr<torch::nn::Module> procedureModule(Value proc);
+// The state dict in PyTorch's order (each module's parameters, then its buffers, then its
+// children's, depth first); values are the module's own tensors (not copies).
+std::vector<std::pair<std::string, at::Tensor>> moduleStateDict(const torch::nn::Module& m);
+// Every tensor of a module's state dict, matched by name, copied in place without recording
+// gradients. Errors list missing and unexpected keys when `strict`, and shape mismatches always.
+void loadModuleStateDict(torch::nn::Module& m, const std::vector<std::pair<std::string, at::Tensor>>& entries,
+                         bool strict);
+// A state dict given as Purple data: an alist or a hash table of name -> tensor.
+std::vector<std::pair<std::string, at::Tensor>> stateDictFromValue(Value v, std::string_view who);
+Value stateDictToValue(const std::vector<std::pair<std::string, at::Tensor>>& entries);
+// Atomic file write: writes to PATH.tmp-PID then renames over PATH.
+void writeFileAtomically(const std::string& path, const char* data, size_t size, std::string_view who);
+
+}  // namespace purple
