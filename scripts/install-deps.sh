@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # Installs, from Debian's archive, whatever Purple needs and is missing (run as root).
+# One group per line of features, so that each family's packages stay together.
 set -euo pipefail
-packages=(g++ cmake make pkg-config libtorch-dev libgc-dev libgmp-dev doctest-dev libedit-dev
-          libgloo-dev libopenblas0-openmp zlib1g-dev python3-torch dataset-fashion-mnist)
+packages=(
+  # the core: compiler, LibTorch, the collector, bignums, line editing, BLAS
+  g++ cmake make pkg-config libtorch-dev libgc-dev libgmp-dev doctest-dev libedit-dev
+  libopenblas0-openmp zlib1g-dev
+  # interop tests and data
+  python3-torch dataset-fashion-mnist
+  # distributed training (c10d over Gloo)
+  libgloo-dev
+  # the Jupyter kernel, TensorBoard logs and plots
+  xeus-dev nlohmann-json3-dev libzmq3-dev cppzmq-dev python3-jupyter-client python3-nbconvert
+  python3-nbclient jupyter-console tmux libprotobuf-dev protobuf-compiler python3-protobuf
+  libplplot-dev plplot-driver-cairo
+  # the Python bridge and the Python packages its tests drive
+  libpython3-dev python3-torchvision python3-sklearn python3-matplotlib
+)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
