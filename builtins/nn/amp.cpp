@@ -217,7 +217,7 @@ struct GradScaler {
           throwError("value-error", std::string(who) + ": attempting to unscale float16 gradients; keep the parameters in "
                                                        "float32 and let autocast compute in float16");
         at::Tensor grad = p.grad();
-        if (grad.is_sparse()) grad = grad.coalesced() ? grad._values() : grad.coalesce()._values();
+        if (grad.is_sparse()) grad = grad.is_coalesced() ? grad._values() : grad.coalesce()._values();
         byDevice[{int(grad.device().type()), int(grad.device().index())}].push_back(grad);
       }
     st.foundInf.clear();
