@@ -39,6 +39,20 @@ torch._amp_foreach_non_finite_check_and_unscale_ = unscale_
 torch._amp_update_scale_ = update_scale_
 
 
+# GradScaler disables itself without CUDA before setting up its state; it is made to believe AMP is
+# available, and the two kernels above do the work.
+torch.cuda.amp.grad_scaler.amp_definitely_not_available = lambda: False
+
+
+class _Replicator(torch.cuda.amp.grad_scaler._MultiDeviceReplicator):   # without its CUDA assertion
+    def __init__(self, master):
+        self.master = master
+        self._per_device_tensors = {}
+
+
+torch.cuda.amp.grad_scaler._MultiDeviceReplicator = _Replicator
+
+
 class CPUGradScaler(GradScaler):
     def scale(self, outputs):
         if self._scale is None:
