@@ -10,6 +10,7 @@
 #include "interp/printer.hpp"
 #include "interp/tensor_value.hpp"
 #include "interp/version.hpp"
+#include "launcher/handoff.hpp"
 #include "repl/repl.hpp"
 #include <gc/gc.h>
 #include <pthread.h>
@@ -31,6 +32,7 @@ const char* kUsage =
     "  -e EXPR         evaluate EXPR and print its value\n"
     "  -i FILE         load FILE, then start the REPL\n"
     "  -I DIR          add DIR to the library search path (for import)\n"
+    "  --nproc-per-node N SCRIPT ARGS...   run SCRIPT as N ranks of a distributed job (purple-run --help)\n"
     "  --help          show this help\n"
     "  --version       show the Purple and LibTorch versions and whether CUDA is available\n"
     "environment: PURPLE_TENSOR_GC_THRESHOLD (bytes of new tensor storage between collections),\n"
@@ -159,6 +161,7 @@ void onBigStack() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (purple::launcher::isLauncherCommandLine(argc, argv)) return purple::launcher::handOffToLauncher(argc, argv);
   purple::gcInit();
   Job job;
   for (int i = 1; i < argc; i++) job.args.emplace_back(argv[i]);
