@@ -137,8 +137,6 @@ Options parseOptions(const std::vector<std::string>& args) {
   if (o.nodeRank >= o.nnodes)
     throw std::runtime_error("--node-rank " + std::to_string(o.nodeRank) + " is outside 0.." + std::to_string(o.nnodes - 1));
   if (!masterPortGiven && o.nnodes > 1) o.masterPort = 29500;
-  if (o.nnodes > 1 && (o.masterAddr == "127.0.0.1" || o.masterAddr == "localhost") && o.nodeRank != 0)
-    throw std::runtime_error("--master-addr must name rank 0's machine when --nnodes > 1 (it is " + o.masterAddr + ")");
   return o;
 }
 

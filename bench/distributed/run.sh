@@ -28,6 +28,7 @@ python_side() {
   /usr/bin/torchrun --nproc_per_node "$nproc" --master_port "$(free_port)" "$here/ddp.py" $limit 2>/dev/null |
     tee -a "$log" | awk '/^RESULT/ {print $3}'
 }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 log=$(mktemp)
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "python3-torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'); $nproc ranks; ${limit:-60000} images; $reps paired repetitions"
@@ -35,11 +36,11 @@ p=(); q=()
 for i in $(seq 1 "$reps"); do
   if [ $((i % 2)) = 1 ]; then a=$(purple_side); b=$(python_side); else b=$(python_side); a=$(purple_side); fi
   p+=("$a"); q+=("$b")
-  echo "rep $i: purple $a s, python $b s, ratio $(echo "scale=3; $a / $b" | bc)"
+  echo "rep $i: purple $a s, python $b s, ratio $(ratio "$a" "$b")"
 done
 grep -m2 '^WORK' "$log"
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 mp=$(median "${p[@]}"); mq=$(median "${q[@]}")
-echo "median: purple $mp s, python $mq s; purple / python = $(echo "scale=3; $mp / $mq" | bc) (goal <= 1.0)"
+echo "median: purple $mp s, python $mq s; purple / python = $(ratio "$mp" "$mq") (goal <= 1.0)"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 rm -f "$log"

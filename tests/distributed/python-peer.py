@@ -1,5 +1,6 @@
 # A group of one Purple rank and one python3-torch rank, both ways round: Purple serves the store
-# as rank 0 and Python joins it, then Python is rank 0 and Purple joins. Usage:
+# as rank 0 and Python joins it, then Python is rank 0 and Purple joins. Then Purple ranks started
+# by Python's torchrun. Usage:
 #   python3 python-peer.py PURPLE
 import os, socket, subprocess, sys
 
@@ -28,4 +29,17 @@ for purple_rank in (0, 1):
         sys.exit(1)
     print("Purple as rank %d: purple exit %d, python exit %d" % (purple_rank, rp, rq))
     status = status or rp or rq
+# torchrun starting Purple ranks: its agent serves the store (TORCHELASTIC_USE_AGENT_STORE)
+env = {k: v for k, v in os.environ.items() if k not in ("TORCHELASTIC_USE_AGENT_STORE", "PURPLE_RUN_FAILURE_FILE")}
+try:
+    r = subprocess.run(["/usr/bin/torchrun", "--nproc_per_node", "2", "--master_port", str(free_port()), "--no_python",
+                        purple, os.path.join(here, "groups.purple")], env=env, timeout=180, capture_output=True, text=True)
+    ok = r.returncode == 0 and r.stdout.count(" 0 failed") == 2
+    print("torchrun --no_python with 2 Purple ranks:", "ok" if ok else "FAILED")
+    if not ok:
+        print(r.stdout[-3000:], r.stderr[-3000:])
+        status = 1
+except subprocess.TimeoutExpired:
+    print("FAIL: torchrun with Purple ranks hung")
+    status = 1
 sys.exit(1 if status else 0)
