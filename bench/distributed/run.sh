@@ -25,8 +25,10 @@ purple_side() {
   "$run" --nproc-per-node "$nproc" "$here/ddp.purple" $limit | tee -a "$log" | awk '/^RESULT/ {print $3}'
 }
 python_side() {
-  /usr/bin/torchrun --nproc_per_node "$nproc" --master_port "$(free_port)" "$here/ddp.py" $limit 2>/dev/null |
-    tee -a "$log" | awk '/^RESULT/ {print $3}'
+  # --redirects 1 --tee 1: Debian's torchrun 1.13 fails on Python >= 3.11 with its default of 0
+  # (enum.Flag no longer iterates the zero member); the tee prefixes each line with [defaultN]:
+  /usr/bin/torchrun --nproc_per_node "$nproc" --master_port "$(free_port)" --redirects 1 --tee 1 "$here/ddp.py" $limit 2>/dev/null |
+    sed -u 's/^\[default[0-9]*\]://' | tee -a "$log" | awk '/^RESULT/ {print $3}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 log=$(mktemp)

@@ -32,7 +32,10 @@ for purple_rank in (0, 1):
 # torchrun starting Purple ranks: its agent serves the store (TORCHELASTIC_USE_AGENT_STORE)
 env = {k: v for k, v in os.environ.items() if k not in ("TORCHELASTIC_USE_AGENT_STORE", "PURPLE_RUN_FAILURE_FILE")}
 try:
-    r = subprocess.run(["/usr/bin/torchrun", "--nproc_per_node", "2", "--master_port", str(free_port()), "--no_python",
+    r = subprocess.run(["/usr/bin/torchrun", "--nproc_per_node", "2", "--master_port", str(free_port()),
+                        # Debian's torchrun 1.13 on Python >= 3.11 fails on its default "--redirects 0 --tee 0"
+                        # (enum.Flag no longer iterates the zero member): redirect stdout and tee it back
+                        "--redirects", "1", "--tee", "1", "--no_python",
                         purple, os.path.join(here, "groups.purple")], env=env, timeout=180, capture_output=True, text=True)
     ok = r.returncode == 0 and r.stdout.count(" 0 failed") == 2
     print("torchrun --no_python with 2 Purple ranks:", "ok" if ok else "FAILED")
