@@ -241,8 +241,9 @@ struct Batcher {
   Spec spec;                         // applied to field 0
   int prefetch = 2;                  // queue depth; 0: batches are cut on the interpreter thread
 
-  int64_t batches() const {
-    return dropLast ? length / batchSize : (length + batchSize - 1) / batchSize;
+  int64_t batches() const { return batchesOf(length); }
+  int64_t batchesOf(int64_t samples) const {
+    return dropLast ? samples / batchSize : (samples + batchSize - 1) / batchSize;
   }
 };
 
