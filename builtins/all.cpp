@@ -9,16 +9,22 @@ void registerAllBuiltins(Interp& in) {
       {"control", registerControl},     {"equality", registerEquality},
       {"numbers", registerNumbers},     {"lists", registerLists},
       {"symbols", registerSymbols},     {"chars", registerChars},
-      {"strings", registerStrings},     {"vectors", registerVectors},
+      {"strings", registerStrings}, {"strings", registerFormat},     {"vectors", registerVectors},
       {"hash-tables", registerHashTables}, {"records", registerRecords},
       {"ports", registerPorts},         {"system", registerSystem},
       {"tensor", registerTensorCreation}, {"tensor", registerTensorMath},
       {"tensor", registerTensorReduction}, {"tensor", registerTensorShape},
       {"tensor", registerTensorIndexing}, {"tensor", registerTensorLinalg},
-      {"tensor", registerTensorDevices}, {"autograd", registerAutograd},
+      {"tensor", registerTensorDevices}, {"tensor", registerRandom},
+      {"autograd", registerAutograd},
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
       {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSerialize},
       {"data", registerData}, {"data", registerDataIO}, {"metrics", registerMetrics},
+#ifdef PURPLE_HAVE_DISTRIBUTED
+      {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},
+      {"distributed", registerDistHandles}, {"distributed", registerDistObjects},
+      {"distributed", registerDistDataParallel}, {"distributed", registerDistSampler},
+#endif
   };
   for (const auto& f : families) {
     Registry r(in, f.name);

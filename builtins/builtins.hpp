@@ -16,6 +16,7 @@ void registerLists(Registry& r);          // pairs and lists
 void registerSymbols(Registry& r);        // symbols, keywords, booleans
 void registerChars(Registry& r);
 void registerStrings(Registry& r);
+void registerFormat(Registry& r);         // format (SRFI-28/48)
 void registerVectors(Registry& r);        // vectors and bytevectors
 void registerHashTables(Registry& r);
 void registerRecords(Registry& r);
@@ -30,6 +31,7 @@ void registerTensorShape(Registry& r);
 void registerTensorIndexing(Registry& r);
 void registerTensorLinalg(Registry& r);
 void registerTensorDevices(Registry& r);
+void registerRandom(Registry& r);         // generators, RNG state
 
 // neural networks (nn_value.hpp)
 void registerNnModules(Registry& r);      // layers, activations, sequential, module API, init
@@ -44,5 +46,13 @@ void registerData(Registry& r);           // transforms, batchers, default-colla
 void registerDataIO(Registry& r);         // load-idx, load-csv
 void registerMetrics(Registry& r);        // accuracy, precision, recall, f1-score, confusion-matrix
 void registerAutograd(Registry& r);       // gradients, modes, hooks, custom functions
+
+// distributed training (builtins/distributed/; when built with c10d + Gloo: PURPLE_HAVE_DISTRIBUTED)
+void registerDistGroups(Registry& r);       // dist-init, ranks, sub-groups, dist-destroy
+void registerDistCollectives(Registry& r);  // collectives on tensors
+void registerDistHandles(Registry& r);      // async handles: dist-wait
+void registerDistObjects(Registry& r);      // collectives on Purple values
+void registerDistDataParallel(Registry& r); // distributed-data-parallel, no-sync
+void registerDistSampler(Registry& r);      // the distributed sampler's shards
 
 }  // namespace purple
