@@ -17,7 +17,8 @@ void registerAllBuiltins(Interp& in) {
       {"tensor", registerTensorIndexing}, {"tensor", registerTensorLinalg},
       {"tensor", registerTensorDevices}, {"autograd", registerAutograd},
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
-      {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSerialize},
+      {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerOptimizerState}, {"nn", registerSerialize},
+      {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript},
       {"data", registerData}, {"data", registerDataIO}, {"metrics", registerMetrics},
   };
   for (const auto& f : families) {

@@ -16,7 +16,7 @@ constexpr int kMaxDepth = 10000;
 using ValueVector = std::vector<Value, traceable_allocator<Value>>;
 
 [[noreturn]] void tooDeep(const std::string& who) {
-  throwError("value-error", who + ": data nested more than " + std::to_string(kMaxDepth) + " levels deep (or circular)");
+  throwError(who == "torch-load" ? "file-error" : "value-error", who + ": data nested more than " + std::to_string(kMaxDepth) + " levels deep (or circular)");
 }
 
 Value integerFromLE(const std::string& b) {

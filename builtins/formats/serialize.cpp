@@ -9,6 +9,7 @@
 #include "builtins/formats/format_error.hpp"
 #include "builtins/formats/python_values.hpp"
 #include "builtins/formats/torch_file.hpp"
+#include "builtins/formats/torch_io.hpp"
 #include "builtins/formats/unpickler.hpp"
 #include "builtins/nn/value.hpp"
 #include "interp/printer.hpp"
@@ -96,6 +97,12 @@ void save(const PyRef& root, const std::string& who, const std::string& path) {
 }  // namespace formats
 
 using namespace formats;
+
+Value torchLoadValue(Interp& in, const std::string& path, const std::string& who) {
+  return toPurple(load(in, who, path, true, Value::missing(), false));
+}
+
+void torchSaveValue(Value data, const std::string& path, const std::string& who) { save(toPython(data, who), who, path); }
 
 void registerSerialize(Registry& r) {
   r.def("torch-save", "(data path)",
