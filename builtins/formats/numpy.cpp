@@ -16,6 +16,7 @@ namespace purple {
 
 namespace formats {
 [[noreturn]] void rethrowFileError(const std::string& who, const std::string& path);   // serialize.cpp
+void refuseSafetensorsPath(const std::string& who, const std::string& path);          // serialize.cpp
 }
 
 namespace {
@@ -126,6 +127,7 @@ void registerNumpy(Registry& r) {
         "uint8, bool, complex64/128; C or Fortran order; either byte order).");
   r.def("save-npy", "(tensor path)",
         [](const at::Tensor& t, std::string path) {
+          refuseSafetensorsPath("save-npy", path);
           guarded("save-npy", path, [&] {
             std::string bytes = npyBytes(t);
             AtomicFile out(path, "save-npy");
@@ -160,6 +162,7 @@ void registerNumpy(Registry& r) {
   r.def("save-npz", "(arrays path)",
         [](Value arrays, std::string path) {
           auto entries = isModule(arrays) ? moduleStateDict(*moduleArg(arrays, "save-npz", 1)) : stateDictFromValue(arrays, "save-npz");
+          refuseSafetensorsPath("save-npz", path);
           guarded("save-npz", path, [&] {
             AtomicFile out(path, "save-npz");
             ZipWriter zip([&](const void* p, size_t n) { out.write(p, n); });

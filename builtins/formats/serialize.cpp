@@ -84,7 +84,15 @@ PyRef load(Interp& in, const std::string& who, const std::string& path, bool saf
   }
 }
 
+void refuseSafetensorsPath(const std::string& who, const std::string& path) {
+  static const std::string ext = ".safetensors";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    throwError("value-error", who + ": " + path + " is a .safetensors path; write it with save-safetensors (" + who +
+                                  " writes another format, which no safetensors reader could open)");
+}
+
 void save(const PyRef& root, const std::string& who, const std::string& path) {
+  refuseSafetensorsPath(who, path);
   try {
     saveTorchFile(root, path, who);
   } catch (const PurpleException&) {
