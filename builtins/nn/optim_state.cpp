@@ -158,19 +158,26 @@ void builtinLayouts() {
                             fixedOption("maximize", no, true), fixedOption("foreach", none), fixedOption("differentiable", no)},
                            {BUF(SGDParamState, "momentum_buffer", momentum_buffer)},
                            [] { return std::make_unique<SGDParamState>(); }});
-  auto adamGroup = [&](auto tag) {
+  auto adamGroup = [&](auto tag, bool differentiableAndFused) {
     using O = decltype(tag);
-    return std::vector<GroupField>{
+    std::vector<GroupField> g{
         option<O>("lr", [](auto& o) -> auto& { return o.lr(); }), option<O>("betas", [](auto& o) -> auto& { return o.betas(); }),
         option<O>("eps", [](auto& o) -> auto& { return o.eps(); }), option<O>("weight_decay", [](auto& o) -> auto& { return o.weight_decay(); }),
-        option<O>("amsgrad", [](auto& o) -> auto& { return o.amsgrad(); }), fixedOption("maximize", no, true), fixedOption("foreach", none),
-        fixedOption("capturable", no), fixedOption("differentiable", no), fixedOption("fused", no)};
+        option<O>("amsgrad", [](auto& o) -> auto& { return o.amsgrad(); })};
+    if (differentiableAndFused) {   // Adam's order
+      for (auto* k : {"maximize", "foreach", "capturable", "differentiable", "fused"})
+        g.push_back(fixedOption(k, std::string(k) == "foreach" ? none : no, std::string(k) == "maximize"));
+    } else {                        // AdamW's
+      for (auto* k : {"foreach", "maximize", "capturable"})
+        g.push_back(fixedOption(k, std::string(k) == "foreach" ? none : no, std::string(k) == "maximize"));
+    }
+    return g;
   };
-  registerOptimizerLayout({"adam", adamGroup(AdamOptions(1e-3)),
+  registerOptimizerLayout({"adam", adamGroup(AdamOptions(1e-3), true),
                            {STEP(AdamParamState, Tensor), BUF(AdamParamState, "exp_avg", exp_avg), BUF(AdamParamState, "exp_avg_sq", exp_avg_sq),
                             BUF(AdamParamState, "max_exp_avg_sq", max_exp_avg_sq)},
                            [] { return std::make_unique<AdamParamState>(); }});
-  registerOptimizerLayout({"adamw", adamGroup(AdamWOptions(1e-3)),
+  registerOptimizerLayout({"adamw", adamGroup(AdamWOptions(1e-3), false),
                            {STEP(AdamWParamState, Tensor), BUF(AdamWParamState, "exp_avg", exp_avg),
                             BUF(AdamWParamState, "exp_avg_sq", exp_avg_sq), BUF(AdamWParamState, "max_exp_avg_sq", max_exp_avg_sq)},
                            [] { return std::make_unique<AdamWParamState>(); }});

@@ -404,6 +404,9 @@ void registerTensorCreation(Registry& r) {
           return a.has_storage() && b.has_storage() && a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
         },
         "True when tensors A and B are views of one storage (writing to one can change the other).");
+  r.def("tensor-view-as-real", "(x)", [](const at::Tensor& x) { return at::view_as_real(x); },
+        "A complex tensor X seen as real numbers: a view with a last dimension of 2 (real, imaginary) "
+        "(torch.view_as_real).");
   r.def("tensor-ndim", "(x)", [](const at::Tensor& x) { return int64_t(x.dim()); },
         "The number of dimensions of X.");
   r.def("tensor-numel", "(x)", [](const at::Tensor& x) { return int64_t(x.numel()); },

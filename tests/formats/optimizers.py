@@ -65,6 +65,8 @@ else:
         theirs = opt.state_dict()
         assert set(mine["state"].keys()) == set(theirs["state"].keys()) or name == "sgd", (name, mine["state"].keys(), theirs["state"].keys())
         for k, st in mine["state"].items():
+            if name == "sgd":   # Python keeps {'momentum_buffer': None}; LibTorch keeps nothing without momentum
+                continue
             for key, v in st.items():
                 w = theirs["state"][k][key]
                 assert type(v) == type(w) or (v is None) == (w is None) or isinstance(v, (int, float)), (name, key, type(v), type(w))
