@@ -13,6 +13,7 @@
 #include "interp/printer.hpp"
 #include "interp/tensor_value.hpp"
 #include <algorithm>
+#include <torch/version.h>
 #include <nlohmann/json.hpp>
 
 namespace purple {
@@ -39,8 +40,8 @@ const SafetensorsDtype kDtypes[] = {
 at::ScalarType dtypeOf(const std::string& name, const std::string& tensor) {
   for (auto& d : kDtypes)
     if (name == d.name) return d.type;
-  fail("tensor \"" + tensor + "\" has dtype " + name + ", which LibTorch " + std::string(C10_STRINGIZE(TORCH_VERSION_MAJOR)) + "." +
-       C10_STRINGIZE(TORCH_VERSION_MINOR) + " has no equivalent for");
+  fail("tensor \"" + tensor + "\" has dtype " + name + ", which LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+       std::to_string(TORCH_VERSION_MINOR) + " has no equivalent for");
 }
 
 const char* nameOf(at::ScalarType t) {

@@ -71,7 +71,7 @@ if mode == "gen":
     write("stack-underflow.pt", magic + b"\x80\x02a.", word="empty stack")
     write("memo-miss.pt", magic + b"\x80\x02h\x07.", word="memo")
     write("no-stop.pt", magic + b"\x80\x02K\x01", word="truncated")
-    write("deep-nesting.pt", magic + b"\x80\x02" + b"]" * 200000 + b"a" * 199999 + b".", word="nested")
+    write("deep-nesting.pt", magic + b"\x80\x02" + b"]" * 200000 + b"a" * 199999 + b"." + pickle.dumps([], protocol=2), word="nested")
     write("huge-string.pt", magic + b"\x80\x02X\xff\xff\xff\x7f" + b"x" * 10, word="truncated")
     write("empty.pt", b"", word="empty")
     write("random.pt", bytes(range(256)) * 4, word="not a torch.save file")
