@@ -4,6 +4,7 @@
 // load-state-dict! work on it as on any Purple module, and changes show in the scripted code;
 // train/eval are passed on to the script. forward converts Purple values to IValues and back
 // (tensors, numbers, booleans, strings, lists, vectors as tuples, hash tables as dicts).
+#include <torch/nn/module.h>
 #include <torch/script.h>
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"

@@ -69,6 +69,13 @@ def st_tensors():
             "c": torch.tensor([1 - 1j], dtype=torch.complex64), "z": torch.zeros(0, 2)}
 
 
+def from_numpy(a):
+    """As Purple loads an array: C order, native byte order, 0-d stays 0-d (np.ascontiguousarray
+    would make it 1-d), and an empty array gets contiguous strides (NumPy gives it zeros)."""
+    t = torch.from_numpy(np.require(a.astype(a.dtype.newbyteorder("=")), requirements="C"))
+    return t if t.numel() else torch.empty(t.shape, dtype=t.dtype)
+
+
 if mode == "gen":
     for k, a in {**ARRAYS, **SPECIAL}.items():
         np.save(P(k + ".npy"), a)
@@ -76,10 +83,10 @@ if mode == "gen":
     np.savez_compressed(P("compressed.npz"), **ARRAYS)
     st_save(st_tensors(), P("model.safetensors"), {"format": "pt", "note": "from python"})
     for k, a in {**ARRAYS, **SPECIAL}.items():
-        emit_tensor("npy-" + k, torch.from_numpy(np.ascontiguousarray(a).astype(a.dtype.newbyteorder("="))).contiguous())
+        emit_tensor("npy-" + k, from_numpy(a))
     for k, a in ARRAYS.items():
-        emit_tensor("npz-" + k, torch.from_numpy(a))
-        emit_tensor("npzc-" + k, torch.from_numpy(a))
+        emit_tensor("npz-" + k, from_numpy(a))
+        emit_tensor("npzc-" + k, from_numpy(a))
     for k, t in st_tensors().items():
         emit_tensor("st-" + k, t)
     emit("st-metadata", "pt", "from", "python")
