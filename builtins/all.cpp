@@ -21,6 +21,11 @@ void registerAllBuiltins(Interp& in) {
       {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerOptimizerState}, {"nn", registerSerialize},
       {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript},
       {"data", registerData}, {"data", registerDataIO}, {"metrics", registerMetrics},
+#ifdef PURPLE_HAVE_DISTRIBUTED
+      {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},
+      {"distributed", registerDistHandles}, {"distributed", registerDistObjects},
+      {"distributed", registerDistDataParallel}, {"distributed", registerDistSampler},
+#endif
   };
   for (const auto& f : families) {
     Registry r(in, f.name);
