@@ -9,6 +9,7 @@
 #include <torch/optim.h>
 #include <torch/nn/utils/clip_grad.h>
 #include "builtins/nn/value.hpp"
+#include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
 #include "interp/gc.hpp"
@@ -391,6 +392,7 @@ void registerOptim(Registry& r) {
           OptPtr opt = o->opt;
           bool autoZero = o->autoZeroGrad;
           Value result = Value::unspecified();
+          beforeOptimizerStep(o);
           if (!closure.isMissing() && !closure.isFalse()) {
             if (!isProcedure(closure)) throwTypeError("optimizer-step", 2, "a procedure (the closure)", closure);
             Root proc(closure);
@@ -407,6 +409,7 @@ void registerOptim(Registry& r) {
             if (o->optKind == "lbfgs") throwError("value-error", "optimizer-step: lbfgs needs a closure that recomputes the loss");
             opt->step();
           }
+          afterOptimizerStep(o);
           if (autoZero) zeroGrads(*opt, true);
           return result;
         },

@@ -123,6 +123,15 @@ void fieldFromValue(Value v, c10::optional<std::vector<at::Tensor>>& out, const 
   out = xs;
 }
 
+StateField noneWhenAbsent(StateField f) {
+  auto get = std::move(f.get);
+  f.get = [get](const OptimizerParamState& s) {
+    Value v = get(s);
+    return v.isMissing() ? Value::unspecified() : v;
+  };
+  return f;
+}
+
 GroupField fixedOption(std::string name, Value value, bool mustMatch) {
   Root keep(value);
   return {name, [keep](const OptimizerOptions&) { return keep.get(); },
@@ -144,6 +153,13 @@ std::map<std::string, OptimizerLayout>& layouts() {
   return table;
 }
 
+// LibTorch keys its state map by the parameter's TensorImpl: a string in 1.13, a pointer later.
+template <class Map>
+typename Map::key_type stateKeyOf(const Map&, const at::Tensor& p) {
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) return c10::guts::to_string(p.unsafeGetTensorImpl());
+  else return static_cast<typename Map::key_type>(p.unsafeGetTensorImpl());
+}
+
 #define OPT(Options, key, member) option<torch::optim::Options>(key, [](auto& o) -> auto& { return o.member(); })
 #define STEP(State, as) stepCount<torch::optim::State>("step", [](auto& s) -> auto& { return s.step(); }, StepAs::as)
 #define BUF(State, key, member) buffer<torch::optim::State>(key, [](auto& s) -> auto& { return s.member(); })
@@ -152,12 +168,38 @@ std::map<std::string, OptimizerLayout>& layouts() {
 void builtinLayouts() {
   using namespace torch::optim;
   Value none = Value::unspecified(), no = Value::f();
-  registerOptimizerLayout({"sgd",
-                           {OPT(SGDOptions, "lr", lr), OPT(SGDOptions, "momentum", momentum), OPT(SGDOptions, "dampening", dampening),
-                            OPT(SGDOptions, "weight_decay", weight_decay), OPT(SGDOptions, "nesterov", nesterov),
-                            fixedOption("maximize", no, true), fixedOption("foreach", none), fixedOption("differentiable", no)},
-                           {BUF(SGDParamState, "momentum_buffer", momentum_buffer)},
-                           [] { return std::make_unique<SGDParamState>(); }});
+  OptimizerLayout sgd{"sgd",
+                      {OPT(SGDOptions, "lr", lr), OPT(SGDOptions, "momentum", momentum), OPT(SGDOptions, "dampening", dampening),
+                       OPT(SGDOptions, "weight_decay", weight_decay), OPT(SGDOptions, "nesterov", nesterov),
+                       fixedOption("maximize", no, true), fixedOption("foreach", none), fixedOption("differentiable", no)},
+                      {noneWhenAbsent(BUF(SGDParamState, "momentum_buffer", momentum_buffer))},
+                      [] { return std::make_unique<SGDParamState>(); }};
+  // Python 1.13's SGD gives every parameter it steps a state, {"momentum_buffer": None} without
+  // momentum; LibTorch's keeps none then.
+  sgd.afterStep = [](Optimizer& opt) {
+    auto& states = opt.state();
+    for (auto& g : opt.param_groups()) {
+      if (static_cast<SGDOptions&>(g.options()).momentum() != 0) continue;
+      for (auto& p : g.params())
+        if (p.grad().defined()) {
+          auto key = stateKeyOf(states, p);
+          if (!states.count(key)) states[key] = std::make_unique<SGDParamState>();
+        }
+    }
+  };
+  // A state without a buffer under momentum (Python's None, or steps taken without momentum):
+  // Python starts the buffer from the gradient, as LibTorch does for a parameter without state.
+  sgd.beforeStep = [](Optimizer& opt) {
+    auto& states = opt.state();
+    for (auto& g : opt.param_groups()) {
+      if (static_cast<SGDOptions&>(g.options()).momentum() == 0) continue;
+      for (auto& p : g.params()) {
+        auto it = states.find(stateKeyOf(states, p));
+        if (it != states.end() && !static_cast<SGDParamState&>(*it->second).momentum_buffer().defined()) states.erase(it);
+      }
+    }
+  };
+  registerOptimizerLayout(std::move(sgd));
   auto adamGroup = [&](auto tag, bool differentiableAndFused) {
     using O = decltype(tag);
     std::vector<GroupField> g{
@@ -210,19 +252,17 @@ void builtinLayouts() {
   registerOptimizerLayout(std::move(lbfgs));
 }
 
-const OptimizerLayout& layoutOf(const OptimizerObj* o, const std::string& who) {
+const OptimizerLayout* findLayout(const std::string& kind) {
   static bool ready = (builtinLayouts(), true);
   (void)ready;
-  auto it = layouts().find(o->optKind);
-  if (it == layouts().end()) throwError("value-error", who + ": optimizer kind " + o->optKind + " has no state-dict layout (optim_state.hpp)");
-  return it->second;
+  auto it = layouts().find(kind);
+  return it == layouts().end() ? nullptr : &it->second;
 }
 
-// LibTorch keys its state map by the parameter's TensorImpl: a string in 1.13, a pointer later.
-template <class Map>
-typename Map::key_type stateKeyOf(const Map&, const at::Tensor& p) {
-  if constexpr (std::is_same_v<typename Map::key_type, std::string>) return c10::guts::to_string(p.unsafeGetTensorImpl());
-  else return static_cast<typename Map::key_type>(p.unsafeGetTensorImpl());
+const OptimizerLayout& layoutOf(const OptimizerObj* o, const std::string& who) {
+  const OptimizerLayout* layout = findLayout(o->optKind);
+  if (layout) return *layout;
+  throwError("value-error", who + ": optimizer kind " + o->optKind + " has no state-dict layout (optim_state.hpp)");
 }
 
 Value str(const char* s) { return makeString(s); }
@@ -269,6 +309,16 @@ std::vector<Value> sequence(Value v, const std::string& who, const char* what) {
 void registerOptimizerLayout(OptimizerLayout layout) {
   std::string kind = layout.kind;
   layouts()[kind] = std::move(layout);
+}
+
+void beforeOptimizerStep(OptimizerObj* o) {
+  const OptimizerLayout* layout = findLayout(o->optKind);
+  if (layout && layout->beforeStep) layout->beforeStep(*o->opt);
+}
+
+void afterOptimizerStep(OptimizerObj* o) {
+  const OptimizerLayout* layout = findLayout(o->optKind);
+  if (layout && layout->afterStep) layout->afterStep(*o->opt);
 }
 
 Value optimizerStateDict(Interp& in, OptimizerObj* o) {

@@ -52,9 +52,17 @@ struct OptimizerLayout {
   std::vector<StateField> state;
   std::function<std::unique_ptr<OptimizerParamState>()> makeState;
   bool firstParamOnly = false;            // LBFGS keeps one state, under its first parameter
+  // Where LibTorch's step keeps other state than Python's, these reshape it around each step
+  // (SGD without momentum: Python records {"momentum_buffer": None} for every parameter it
+  // stepped, LibTorch nothing). Either may be empty.
+  std::function<void(torch::optim::Optimizer&)> beforeStep, afterStep;
 };
 
 void registerOptimizerLayout(OptimizerLayout layout);
+
+// optimizer-step calls these around LibTorch's step.
+void beforeOptimizerStep(OptimizerObj* o);
+void afterOptimizerStep(OptimizerObj* o);
 
 // ---- conversions between field types and Purple values --------------------------------------
 
@@ -117,6 +125,10 @@ StateField stepCount(std::string name, Ref ref, StepAs as) {
             ref(static_cast<State&>(s)) = int64_t(d);
           }};
 }
+
+// A per-parameter field that Python writes as None when it holds nothing (SGD's
+// momentum_buffer), where buffer() leaves the key out.
+StateField noneWhenAbsent(StateField f);
 
 // Any other per-parameter field (tensors, lists of tensors, numbers).
 template <class State, class Ref>

@@ -63,10 +63,9 @@ else:
         # the state Purple wrote has Python's structure and types
         mine = run(name, mk, 5)[1].state_dict()
         theirs = opt.state_dict()
-        assert set(mine["state"].keys()) == set(theirs["state"].keys()) or name == "sgd", (name, mine["state"].keys(), theirs["state"].keys())
+        assert set(mine["state"].keys()) == set(theirs["state"].keys()), (name, mine["state"].keys(), theirs["state"].keys())
         for k, st in mine["state"].items():
-            if name == "sgd":   # Python keeps {'momentum_buffer': None}; LibTorch keeps nothing without momentum
-                continue
+            assert set(st.keys()) == set(theirs["state"][k].keys()), (name, k, st.keys(), theirs["state"][k].keys())
             for key, v in st.items():
                 w = theirs["state"][k][key]
                 assert type(v) == type(w) or (v is None) == (w is None) or isinstance(v, (int, float)), (name, key, type(v), type(w))
