@@ -25,7 +25,7 @@ using namespace formats;
 
 struct NpyHeader {
   at::ScalarType dtype;
-  bool bigEndian = false, fortran = false;
+  bool bigEndian = false, fortran = false, wideUnsigned = false;
   std::vector<int64_t> shape;
   size_t dataOffset = 0;
 };
@@ -59,7 +59,7 @@ NpyHeader parseNpy(std::string_view b) {
   size_t q = d.find('\'', 1);
   if (q == std::string_view::npos) fail("corrupt .npy header");
   std::string descr(d.substr(1, q - 1));
-  if (!numpyDescrToDtype(descr, out.dtype, out.bigEndian)) fail("NumPy dtype " + descr + " has no tensor equivalent");
+  if (!numpyDescrToDtype(descr, out.dtype, out.bigEndian, out.wideUnsigned)) fail("NumPy dtype " + descr + " has no tensor equivalent");
   out.fortran = headerValue(h, "fortran_order").substr(0, 4) == "True";
   std::string_view s = headerValue(h, "shape");
   if (s.empty() || s[0] != '(') fail("corrupt .npy header: bad shape");
@@ -80,7 +80,7 @@ NpyHeader parseNpy(std::string_view b) {
 
 at::Tensor npyTensor(std::string_view bytes) {
   NpyHeader h = parseNpy(bytes);
-  return tensorFromNumpyBytes(bytes.substr(h.dataOffset), h.shape, h.dtype, h.fortran, h.bigEndian);
+  return tensorFromNumpyBytes(bytes.substr(h.dataOffset), h.shape, h.dtype, h.fortran, h.bigEndian, h.wideUnsigned);
 }
 
 std::string npyBytes(const at::Tensor& t0) {
@@ -159,8 +159,8 @@ void registerNumpy(Registry& r) {
           });
         },
         "Reads a NumPy .npz archive (np.savez or np.savez_compressed) as a hash table of name -> tensor.");
-  r.def("save-npz", "(arrays path)",
-        [](Value arrays, std::string path) {
+  r.def("save-npz", "(arrays path :key (compressed #f))",
+        [](Value arrays, std::string path, bool compressed) {
           auto entries = isModule(arrays) ? moduleStateDict(*moduleArg(arrays, "save-npz", 1)) : stateDictFromValue(arrays, "save-npz");
           refuseSafetensorsPath("save-npz", path);
           guarded("save-npz", path, [&] {
@@ -168,7 +168,7 @@ void registerNumpy(Registry& r) {
             ZipWriter zip([&](const void* p, size_t n) { out.write(p, n); });
             for (auto& [name, t] : entries) {
               std::string bytes = npyBytes(t);
-              zip.add(name + ".npy", bytes.data(), bytes.size());
+              zip.add(name + ".npy", bytes.data(), bytes.size(), compressed);
             }
             zip.finish();
             out.commit();
@@ -176,7 +176,8 @@ void registerNumpy(Registry& r) {
           });
         },
         "Writes ARRAYS (a hash table or alist of name -> tensor, or a module's state dict) to PATH as a NumPy .npz "
-        "archive, atomically: np.load(PATH)[name] reads each.");
+        "archive, atomically: np.load(PATH)[name] reads each. :compressed #t deflates each array, as "
+        "np.savez_compressed does.");
 }
 
 }  // namespace purple

@@ -18,14 +18,21 @@ const NumpyKind kKinds[] = {
 };
 }  // namespace
 
-bool numpyDescrToDtype(std::string_view descr, at::ScalarType& dtype, bool& bigEndian) {
+namespace {
+const NumpyKind kWideUnsigned[] = {{"u2", at::kShort}, {"u4", at::kInt}, {"u8", at::kLong}};
+}  // namespace
+
+bool numpyDescrToDtype(std::string_view descr, at::ScalarType& dtype, bool& bigEndian, bool& wideUnsigned) {
   bigEndian = false;
+  wideUnsigned = false;
   if (!descr.empty() && (descr[0] == '<' || descr[0] == '>' || descr[0] == '|' || descr[0] == '=')) {
     bigEndian = descr[0] == '>';
     descr.remove_prefix(1);
   }
   for (auto& k : kKinds)
     if (descr == k.code) return dtype = k.type, true;
+  for (auto& k : kWideUnsigned)
+    if (descr == k.code) return dtype = k.type, wideUnsigned = true, true;
   return false;
 }
 
@@ -36,7 +43,7 @@ std::string dtypeToNumpyDescr(at::ScalarType dtype) {
 }
 
 at::Tensor tensorFromNumpyBytes(std::string_view bytes, const std::vector<int64_t>& shape, at::ScalarType dtype, bool fortran,
-                                bool bigEndian) {
+                                bool bigEndian, bool wideUnsigned) {
   int64_t numel = 1;
   for (int64_t d : shape)
     if (d < 0 || __builtin_mul_overflow(numel, d, &numel)) fail("array shape is negative or overflows");
@@ -57,6 +64,11 @@ at::Tensor tensorFromNumpyBytes(std::string_view bytes, const std::vector<int64_
   if (bigEndian && elem > 1) {
     size_t unit = at::isComplexType(dtype) ? elem / 2 : elem;
     for (int64_t i = 0; i < nbytes; i += int64_t(unit)) std::reverse(out + i, out + i + unit);
+  }
+  if (wideUnsigned) {
+    if (dtype == at::kShort) return t.to(at::kInt).bitwise_and(0xFFFF);
+    if (dtype == at::kInt) return t.to(at::kLong).bitwise_and(int64_t(0xFFFFFFFF));
+    if (numel && t.lt(0).any().item<bool>()) fail("uint64 array holds values beyond int64's range, which LibTorch cannot hold");
   }
   return t;
 }

@@ -261,10 +261,10 @@ PyRef numpyDtype(const Args& a) {   // ('f8', align, copy); BUILD gives the byte
   return o;
 }
 
-void numpyDtypeOf(const PyObject& d, at::ScalarType& t, bool& big) {
+void numpyDtypeOf(const PyObject& d, at::ScalarType& t, bool& big, bool& wideUnsigned) {
   if (d.type != PyType::Object || d.text != "numpy.dtype") fail("numpy: expected a dtype, got " + pyTypeName(d));
   std::string order = d.items[1]->text, descr = d.items[0]->text;
-  if (!numpyDescrToDtype((order == "=" || order == "|" ? "" : order) + descr, t, big))
+  if (!numpyDescrToDtype((order == "=" || order == "|" ? "" : order) + descr, t, big, wideUnsigned))
     fail("numpy: dtype " + descr + " has no tensor equivalent");
 }
 
@@ -272,22 +272,22 @@ void numpyArrayBuild(PyObject& arr, const PyObject& state) {   // (version, shap
   if (!state.isSequence() || state.items.size() < 5) fail("numpy.ndarray: malformed state");
   std::vector<int64_t> shape = intsArg(state.items, 1, "numpy.ndarray");
   at::ScalarType t;
-  bool big;
-  numpyDtypeOf(*state.items[2], t, big);
+  bool big, wide;
+  numpyDtypeOf(*state.items[2], t, big, wide);
   const PyObject& raw = *state.items[4];
   if (raw.type != PyType::Bytes && raw.type != PyType::Str) fail("numpy.ndarray: object arrays are not supported");
   arr.type = PyType::Tensor;
-  arr.tensor = tensorFromNumpyBytes(raw.text, shape, t, truthy(*state.items[3]), big);
+  arr.tensor = tensorFromNumpyBytes(raw.text, shape, t, truthy(*state.items[3]), big, wide);
   arr.items.clear();
 }
 
 PyRef numpyScalar(const Args& a) {   // (dtype, bytes)
   at::ScalarType t;
-  bool big;
-  numpyDtypeOf(arg(a, 0, "numpy scalar"), t, big);
+  bool big, wide;
+  numpyDtypeOf(arg(a, 0, "numpy scalar"), t, big, wide);
   const PyObject& raw = arg(a, 1, "numpy scalar");
   if (raw.type != PyType::Bytes && raw.type != PyType::Str) fail("numpy scalar: malformed data");
-  at::Tensor x = tensorFromNumpyBytes(raw.text, {}, t, false, big);
+  at::Tensor x = tensorFromNumpyBytes(raw.text, {}, t, false, big, wide);
   if (at::isComplexType(t)) {
     auto c = PyObject::make(PyType::Complex);
     auto v = x.item<c10::complex<double>>();

@@ -184,52 +184,91 @@ void le64(std::string& s, uint64_t v) { le32(s, uint32_t(v)), le32(s, uint32_t(v
 constexpr uint64_t k32 = 0xFFFFFFFF;
 }  // namespace
 
-void ZipWriter::add(const std::string& name, const void* data, uint64_t n) {
+namespace {
+// A raw deflate stream of DATA (zip's method 8), fed in pieces small enough for zlib's 32-bit counts.
+std::string deflated(const void* data, uint64_t n) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) fail("zlib failed to start");
+  std::string out;
+  const uint8_t* in = static_cast<const uint8_t*>(data);
+  uint64_t left = n;
+  std::vector<char> buf(1 << 16);
+  for (;;) {
+    if (z.avail_in == 0 && left) {
+      uInt piece = uInt(std::min<uint64_t>(left, uint64_t(1) << 30));
+      z.next_in = const_cast<Bytef*>(in);
+      z.avail_in = piece;
+      in += piece;
+      left -= piece;
+    }
+    z.next_out = reinterpret_cast<Bytef*>(buf.data());
+    z.avail_out = uInt(buf.size());
+    int rc = deflate(&z, left == 0 && z.avail_in == 0 ? Z_FINISH : Z_NO_FLUSH);
+    if (rc == Z_STREAM_ERROR) {
+      deflateEnd(&z);
+      fail("zlib failed to compress");
+    }
+    out.append(buf.data(), buf.size() - z.avail_out);
+    if (rc == Z_STREAM_END) break;
+  }
+  deflateEnd(&z);
+  return out;
+}
+}  // namespace
+
+void ZipWriter::add(const std::string& name, const void* data, uint64_t n, bool deflate) {
   uint32_t crc = crc32Of(data, n);
-  bool big = n >= k32;
+  std::string packed;
+  if (deflate) packed = deflated(data, n);
+  const void* body = deflate ? static_cast<const void*>(packed.data()) : data;
+  uint64_t csize = deflate ? packed.size() : n;
+  uint16_t method = deflate ? 8 : 0;
+  bool big = n >= k32 || csize >= k32;
   std::string h;
   le32(h, 0x04034b50);
   le16(h, big ? 45 : 20);
   le16(h, 0);   // flags
-  le16(h, 0);   // stored
+  le16(h, method);
   le16(h, 0), le16(h, 0);   // time, date
   le32(h, crc);
-  le32(h, big ? uint32_t(k32) : uint32_t(n));
+  le32(h, big ? uint32_t(k32) : uint32_t(csize));
   le32(h, big ? uint32_t(k32) : uint32_t(n));
   le16(h, uint16_t(name.size()));
   std::string extra;
   if (big) {
-    le16(extra, 0x0001), le16(extra, 16), le64(extra, n), le64(extra, n);
+    le16(extra, 0x0001), le16(extra, 16), le64(extra, n), le64(extra, csize);
   }
-  // PyTorch's "FB" padding field puts every entry's data at a multiple of 64 bytes.
-  uint64_t base = offset_ + 30 + name.size() + extra.size() + 4;
-  uint16_t pad = uint16_t((64 - base % 64) % 64);
-  le16(extra, 0x4246), le16(extra, pad);
-  extra.append(pad, 'Z');
+  if (!deflate) {
+    // PyTorch's "FB" padding field puts every entry's data at a multiple of 64 bytes.
+    uint64_t base = offset_ + 30 + name.size() + extra.size() + 4;
+    uint16_t pad = uint16_t((64 - base % 64) % 64);
+    le16(extra, 0x4246), le16(extra, pad);
+    extra.append(pad, 'Z');
+  }
   le16(h, uint16_t(extra.size()));
   h += name;
   h += extra;
-  written_.push_back({name, crc, n, offset_});
+  written_.push_back({name, crc, method, csize, n, offset_});
   put(h.data(), h.size());
-  if (n) put(data, size_t(n));
+  if (csize) put(body, size_t(csize));
 }
 
 void ZipWriter::finish() {
   uint64_t cdStart = offset_;
   for (auto& w : written_) {
-    bool big = w.size >= k32, far = w.offset >= k32;
+    bool big = w.size >= k32 || w.compressedSize >= k32, far = w.offset >= k32;
     std::string extra;
     if (big || far) {
       le16(extra, 0x0001), le16(extra, uint16_t((big ? 16 : 0) + (far ? 8 : 0)));
-      if (big) le64(extra, w.size), le64(extra, w.size);
+      if (big) le64(extra, w.size), le64(extra, w.compressedSize);
       if (far) le64(extra, w.offset);
     }
     std::string c;
     le32(c, 0x02014b50);
     le16(c, big || far ? 45 : 20), le16(c, big || far ? 45 : 20);
-    le16(c, 0), le16(c, 0), le16(c, 0), le16(c, 0);
+    le16(c, 0), le16(c, w.method), le16(c, 0), le16(c, 0);
     le32(c, w.crc);
-    le32(c, big ? uint32_t(k32) : uint32_t(w.size));
+    le32(c, big ? uint32_t(k32) : uint32_t(w.compressedSize));
     le32(c, big ? uint32_t(k32) : uint32_t(w.size));
     le16(c, uint16_t(w.name.size())), le16(c, uint16_t(extra.size())), le16(c, 0);
     le16(c, 0), le16(c, 0), le32(c, 0);

@@ -2,7 +2,8 @@
 // a mapped file that checks every offset against the file, refuses what looks hostile (entries that
 // overlap, encryption, a compressed entry inflating far past its size: zip bombs), verifies CRCs,
 // and hands stored entries out without copying; and a writer of stored entries, 64-byte aligned as
-// PyTorch aligns them, with zip64 records when sizes or offsets pass 4 GB.
+// PyTorch aligns them, or deflated ones (np.savez_compressed), with zip64 records when sizes or
+// offsets pass 4 GB.
 #pragma once
 #include "builtins/formats/mapped_file.hpp"
 #include <cstdio>
@@ -51,7 +52,7 @@ class ZipWriter {
  public:
   using Sink = std::function<void(const void*, size_t)>;
   explicit ZipWriter(Sink sink) : sink_(std::move(sink)) {}
-  void add(const std::string& name, const void* data, uint64_t n);
+  void add(const std::string& name, const void* data, uint64_t n, bool deflate = false);
   void finish();
 
  private:
@@ -62,7 +63,8 @@ class ZipWriter {
   struct Written {
     std::string name;
     uint32_t crc;
-    uint64_t size, offset;
+    uint16_t method;
+    uint64_t compressedSize, size, offset;
   };
   Sink sink_;
   uint64_t offset_ = 0;

@@ -4,6 +4,7 @@ import json
 import os
 import struct
 import sys
+import zipfile
 import numpy as np
 import torch
 from common import emit, emit_tensor
@@ -23,6 +24,10 @@ ARRAYS = {
 }
 SPECIAL = {"fortran": np.asfortranarray(np.arange(6, dtype=np.float64).reshape(2, 3)),
            "bigendian": np.arange(4, dtype=">i4")}
+
+# Unsigned kinds LibTorch lacks: read widened, exactly (uint16 to int32, uint32 and uint64 to int64).
+WIDE = {"u16": (np.array([0, 65535, 7], dtype=np.uint16), np.int32), "u32": (np.array([[4294967295, 1]], dtype=np.uint32), np.int64),
+        "u64": (np.array([2 ** 63 - 1, 0], dtype=">u8"), np.int64)}
 
 ST_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64,
              "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool, "C64": torch.complex64}
@@ -79,11 +84,22 @@ def from_numpy(a):
 if mode == "gen":
     for k, a in {**ARRAYS, **SPECIAL}.items():
         np.save(P(k + ".npy"), a)
+    for k, (a, _) in WIDE.items():
+        np.save(P(k + ".npy"), a)
+    np.random.seed(0)   # what training scripts keep in checkpoints: NumPy's RNG state and scalars
+    torch.save({"np_rng": np.random.get_state(), "loss": np.float64(0.25), "count": np.int64(3), "flag": np.bool_(True)},
+               P("numpy-objects.pt"))
     np.savez(P("arrays.npz"), **ARRAYS)
     np.savez_compressed(P("compressed.npz"), **ARRAYS)
     st_save(st_tensors(), P("model.safetensors"), {"format": "pt", "note": "from python"})
     for k, a in {**ARRAYS, **SPECIAL}.items():
         emit_tensor("npy-" + k, from_numpy(a))
+    for k, (a, wide) in WIDE.items():
+        emit_tensor("npy-" + k, from_numpy(a.astype(wide)))
+    rng = np.random.get_state()
+    emit("np-rng", rng[0], rng[2], rng[3], rng[4])
+    emit_tensor("np-rng-key", from_numpy(rng[1].astype(np.int64)))
+    emit("np-scalars", 0.25, 3, True)
     for k, a in ARRAYS.items():
         emit_tensor("npz-" + k, from_numpy(a))
         emit_tensor("npzc-" + k, from_numpy(a))
@@ -94,10 +110,12 @@ else:
     for k, a in ARRAYS.items():
         b = np.load(P("purple-" + k + ".npy"))
         assert b.dtype == a.dtype and b.shape == a.shape and np.array_equal(b, a, equal_nan=False) or np.array_equal(np.isnan(a), np.isnan(b)), k
-    z = np.load(P("purple.npz"))
-    assert sorted(z.files) == sorted(ARRAYS), z.files
-    for k, a in ARRAYS.items():
-        assert z[k].dtype == a.dtype and np.array_equal(z[k], a), k
+    for f, method in [("purple.npz", zipfile.ZIP_STORED), ("purple-compressed.npz", zipfile.ZIP_DEFLATED)]:
+        assert all(i.compress_type == method for i in zipfile.ZipFile(P(f)).infolist()), f
+        z = np.load(P(f))
+        assert sorted(z.files) == sorted(ARRAYS), z.files
+        for k, a in ARRAYS.items():
+            assert z[k].dtype == a.dtype and np.array_equal(z[k], a), (f, k)
     back, meta = st_load(P("purple.safetensors"))
     assert meta == {"format": "pt", "source": "purple"}, meta
     for k, t in st_tensors().items():
