@@ -19,7 +19,9 @@ void registerAllBuiltins(Interp& in) {
       {"autograd", registerAutograd},
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
       {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSchedulers},
-      {"nn", registerOptimizers}, {"nn", registerAmp}, {"nn", registerAveragedModels}, {"nn", registerSerialize},
+      {"nn", registerOptimizers}, {"nn", registerOptimizerState}, {"nn", registerAmp},
+      {"nn", registerAveragedModels}, {"nn", registerSerialize},
+      {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript},
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataIO}, {"metrics", registerMetrics},
 #ifdef PURPLE_HAVE_DISTRIBUTED
       {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},

@@ -38,12 +38,16 @@ void registerNnModules(Registry& r);      // layers, activations, sequential, mo
 void registerNnDefine(Registry& r);       // make-module (define-module), current-module
 void registerNnFunctional(Registry& r);   // tensor-linear, batch-norm, one-hot, attention
 void registerLosses(Registry& r);
-void registerOptim(Registry& r);          // optimizers, clipping, optimizer state
+void registerOptim(Registry& r);          // optimizers, clipping
 void registerSchedulers(Registry& r);     // learning-rate schedulers
 void registerOptimizers(Registry& r);     // nadam, radam, adamax, adadelta
+void registerOptimizerState(Registry& r); // optimizer state dicts in PyTorch's layout
 void registerAmp(Registry& r);            // autocast, grad scaler
 void registerAveragedModels(Registry& r); // ema-model, swa-model, update-bn! helpers
 void registerSerialize(Registry& r);      // state dicts and data in torch.save's format
+void registerSafetensors(Registry& r);    // .safetensors
+void registerNumpy(Registry& r);          // .npy, .npz
+void registerTorchScript(Registry& r);    // torch.jit.save modules
 
 // data, metrics (builtins/data/; prelude/35-data, 40-training)
 void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?

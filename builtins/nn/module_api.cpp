@@ -414,9 +414,11 @@ void nnlayer::registerModuleApi(Registry& r) {
           return mv;
         },
         "Copies STATE into M's parameters and buffers, in place and without recording gradients. STATE is an alist or "
-        "hash table of name -> tensor (from state-dict or load-state-dict) or a file path written by save-state-dict "
-        "or Python's torch.save(model.state_dict()). Shapes must match; with :strict #t (the default) missing and "
-        "unexpected names are errors too. Returns M.");
+        "hash table of name -> tensor (from state-dict, load-state-dict, load-safetensors, or the \"model\" entry of a "
+        "checkpoint read with torch-load) or the path of a file holding one: written by save-state-dict or by Python's "
+        "torch.save(model.state_dict(), path), OrderedDicts and the legacy format included (read safely; tensors saved "
+        "on a GPU need (load-state-dict path :map-location \"cpu\") here). Shapes must match; with :strict #t (the "
+        "default) missing and unexpected names are errors too. Returns M.");
 
   r.def("module-summary", "(m :optional input)",
         [](Interp& in, ModuleRef m, Value input) {

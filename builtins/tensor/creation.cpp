@@ -402,6 +402,22 @@ void registerTensorCreation(Registry& r) {
           return intsToList(x.sizes());
         },
         "The size of X along DIM (negative counts from the end), or its shape as a list.");
+  r.def("tensor-stride", "(x :optional dim)",
+        [](const at::Tensor& x, std::optional<int64_t> dim) -> Value {
+          if (dim) return makeInteger(x.stride(*dim));
+          return intsToList(x.strides());
+        },
+        "The stride of X along DIM (elements to step in storage), or all strides as a list (torch.Tensor.stride).");
+  r.def("tensor-storage-offset", "(x)", [](const at::Tensor& x) { return int64_t(x.storage_offset()); },
+        "The offset of X's first element in its storage, in elements (torch.Tensor.storage_offset).");
+  r.def("tensor-shares-storage?", "(a b)",
+        [](const at::Tensor& a, const at::Tensor& b) {
+          return a.has_storage() && b.has_storage() && a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
+        },
+        "True when tensors A and B are views of one storage (writing to one can change the other).");
+  r.def("tensor-view-as-real", "(x)", [](const at::Tensor& x) { return at::view_as_real(x); },
+        "A complex tensor X seen as real numbers: a view with a last dimension of 2 (real, imaginary) "
+        "(torch.view_as_real).");
   r.def("tensor-ndim", "(x)", [](const at::Tensor& x) { return int64_t(x.dim()); },
         "The number of dimensions of X.");
   r.def("tensor-numel", "(x)", [](const at::Tensor& x) { return int64_t(x.numel()); },
