@@ -174,6 +174,7 @@ void throwPythonError(std::string_view who) {
   Value err = makeError(intern("python-error"), message, Value::nil());
   err.as<ErrorObject>()->who = intern(who);
   err.as<ErrorObject>()->payload = wrapObject(v.release(), true);
+  if (Interp* in = Interp::current()) err.as<ErrorObject>()->backtrace = in->backtrace();
   throw PurpleException(err);
 }
 
