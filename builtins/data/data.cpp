@@ -17,6 +17,7 @@
 #include "builtins/tensor/util.hpp"
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <condition_variable>
@@ -245,6 +246,15 @@ struct Batcher {
   }
 };
 
+// The worker thread cuts batches with one thread, as PyTorch's DataLoader workers do
+// (torch.set_num_threads(1)): otherwise OpenMP gives this thread a team of its own, sized by
+// OMP_NUM_THREADS or the core count, whose threads spin against the interpreter thread's team.
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+inline void runOpsSerially() {
+  at::get_num_threads();   // ATen's lazy per-thread set-up first: it sets the thread's OpenMP count
+  if (omp_set_num_threads) omp_set_num_threads(1);
+}
+
 // One pass over a batcher.
 struct BatchIterator {
   std::shared_ptr<const Batcher> source;
@@ -293,6 +303,7 @@ struct BatchIterator {
 
   void run() {
     at::NoGradGuard noGrad;
+    runOpsSerially();
     try {
       for (int64_t b = 0; b < total; b++) {
         std::vector<at::Tensor> batch = cut(b);
