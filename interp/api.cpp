@@ -674,9 +674,6 @@ ObjectBox* objectBox(Word w) {
 
 Impl* callImpl(Call* call) { return call ? call->impl : nullptr; }
 
-// The interpreter behind an Interpreter, for libpurple's plugins (the Python bridge).
-::purple::Interp* interpOf(Impl* impl) { return impl->interp; }
-
 std::string typeNameOf(Impl*, const std::type_info& t) {
   std::lock_guard<std::mutex> lock(gTypeMutex);
   auto it = typeNames().find(std::type_index(t));

@@ -9,7 +9,7 @@ struct PreludeSource { const char* name; const char* text; };
 extern const PreludeSource kPythonPurpleSources[];
 extern const std::size_t kPythonPurpleSourceCount;
 namespace embed::detail {
-::purple::Interp* interpOf(Impl* impl);   // api.cpp
+::purple::Interp& interpOf(Impl* impl);   // api.cpp
 }
 }  // namespace purple
 
@@ -28,7 +28,7 @@ class Gil {
   PyGILState_STATE state_;
 };
 
-Interp* interpOf(embed::Interpreter& interp) { return embed::detail::interpOf(interp.impl()); }
+Interp* interpOf(embed::Interpreter& interp) { return &embed::detail::interpOf(interp.impl()); }
 
 void install(Interp* in) {
   BridgeState* existing = bridgeState(in);
