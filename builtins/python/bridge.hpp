@@ -85,8 +85,11 @@ Ref importModule(const char* name);
 // The lock of one Purple interpreter (see the top of this file).
 class InterpLock {
  public:
-  void acquire();           // this thread (recursively)
-  void release();
+  // This thread (recursively). `runningHere`: this thread is running Purple code of the
+  // interpreter (Interp::current()), so an implicit hold is its own; returns whether acquire
+  // took over that implicit hold, which release() then gives back.
+  bool acquire(bool runningHere = false);
+  void release(bool wasImplicit = false);
   // Lets go of whatever hold the calling thread has (its own, or the implicit one); returns what
   // restore() needs to take it back.
   int releaseForPython();
@@ -143,6 +146,8 @@ class InPurple {
   Interp& in_;
   BridgeState* st_;
   PyThreadState* saved_;
+  bool runningHere_;          // before scope_: whether this thread was already running `in`
+  bool wasImplicit_ = false;
   InterpScope scope_;
   char* savedLimit_ = nullptr;
 };

@@ -131,22 +131,33 @@ Ref importModule(const char* name) {
 
 // ---- the interpreter lock ------------------------------------------------------------------------
 
-void InterpLock::acquire() {
+bool InterpLock::acquire(bool runningHere) {
   std::unique_lock<std::mutex> l(m_);
   auto me = std::this_thread::get_id();
   if (count_ > 0 && owner_ == me) {
     count_++;
-    return;
+    return false;
+  }
+  if (count_ == 0 && implicit_ && runningHere) {
+    // This thread holds the lock implicitly: it runs Purple code that reached Python without
+    // InPython (LibTorch's autograd engine running a Python hook or Function for Purple's
+    // `backward`). The implicit hold becomes an ordinary one until release() gives it back.
+    implicit_ = false;
+    owner_ = me;
+    count_ = 1;
+    return true;
   }
   cv_.wait(l, [&] { return count_ == 0 && !implicit_; });
   owner_ = me;
   count_ = 1;
+  return false;
 }
 
-void InterpLock::release() {
+void InterpLock::release(bool wasImplicit) {
   std::lock_guard<std::mutex> l(m_);
   if (count_ > 0 && --count_ == 0) {
     owner_ = std::thread::id();
+    if (wasImplicit) implicit_ = true;
     cv_.notify_all();
   }
 }
@@ -253,15 +264,19 @@ InPython::~InPython() {
 }
 
 InPurple::InPurple(Interp& in)
-    : in_(in), st_(&requireBridgeState(in)), saved_(PyEval_SaveThread()), scope_(&in) {
-  st_->lock.acquire();
+    : in_(in),
+      st_(&requireBridgeState(in)),
+      saved_(PyEval_SaveThread()),
+      runningHere_(Interp::current() == &in),
+      scope_(&in) {
+  wasImplicit_ = st_->lock.acquire(runningHere_);
   savedLimit_ = in.stackLimit;
   in.ensureStackLimit();   // this thread's stack
 }
 
 InPurple::~InPurple() {
   in_.stackLimit = savedLimit_;
-  st_->lock.release();
+  st_->lock.release(wasImplicit_);
   PyEval_RestoreThread(saved_);
 }
 
