@@ -11,8 +11,8 @@ trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 
 cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
-# Where this python3 would put a package under $prefix.
-site=$("$python" -c "import sys, sysconfig; print(sysconfig.get_path('platlib', vars={'base': sys.argv[1], 'platbase': sys.argv[1]}))" "$prefix")
+# Where this python3 puts packages under $prefix (its default scheme: /usr/local -> /usr/local/lib/python3.X/dist-packages).
+site=$("$python" -c "import os, sys, sysconfig; p = sysconfig.get_paths(); print(os.path.join(sys.argv[1], os.path.relpath(p['platlib'], p['data'])))" "$prefix")
 [ -f "$site/purple/__init__.py" ] || { echo "FAIL: purple/__init__.py is not in $site"; find "$prefix" -name '__init__.py'; exit 1; }
 ls "$site"/purple/_purple*.so > /dev/null || { echo "FAIL: purple/_purple*.so is not in $site"; exit 1; }
 
@@ -33,7 +33,7 @@ assert p.eval("(tensor-data-ptr t)") == t.data_ptr()
 assert p.eval('(py-eval "6 * 7")') == 42
 maps = open("/proc/self/maps").read()
 for lib in ("libpurple.so", "libpurple_python.so"):
-    paths = {line.split()[-1] for line in maps.splitlines() if line.endswith("/" + lib)}
+    paths = {line.split()[-1] for line in maps.splitlines() if os.path.basename(line.split()[-1]).startswith(lib)}
     assert paths and not any(os.path.realpath(x).startswith(build + "/") for x in paths), (lib, paths)
 print("ok: import purple from", sys.argv[1])
 EOF
