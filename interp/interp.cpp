@@ -61,6 +61,7 @@ Interp::Interp() {
 }
 
 Interp::~Interp() {
+  for (auto& f : onDestroy) f(*this);
   // Drop every root this interpreter holds so a final collection can free its objects
   // (and run the finalizers of its tensors).
   for (auto& kv : *globals_) kv.second->value = Value::unbound();
