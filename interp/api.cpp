@@ -253,7 +253,7 @@ PV objectApplyHook(Interp& in, PV fn, const PV* argv, int argc) {
     return in.apply(method, args, argc);
   }
   if (gPreviousApplyHook) return gPreviousApplyHook(in, fn, argv, argc);
-  throwError("type-error", "attempt to call a non-procedure: " + toWriteString(fn), listFromArray(&fn, 1));
+  throwError("type-error", "attempt to call a non-procedure:", listFromArray(&fn, 1));
 }
 
 // ---- tensor memory cap ---------------------------------------------------------------------
@@ -516,10 +516,7 @@ std::string Error::report() const {
 
 Exit::Exit(int code) : Error("exit", "exit called with code " + std::to_string(code)), code_(code) {}
 
-void setHeapLimit(std::size_t bytes) {
-  gcInit();
-  GC_set_max_heap_size(bytes);
-}
+void setHeapLimit(std::size_t bytes) { gcSetHeapLimit(bytes); }
 
 // ---- conversions ---------------------------------------------------------------------------
 
