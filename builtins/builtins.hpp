@@ -16,6 +16,7 @@ void registerLists(Registry& r);          // pairs and lists
 void registerSymbols(Registry& r);        // symbols, keywords, booleans
 void registerChars(Registry& r);
 void registerStrings(Registry& r);
+void registerFormat(Registry& r);         // format (SRFI-28/48)
 void registerVectors(Registry& r);        // vectors and bytevectors
 void registerHashTables(Registry& r);
 void registerRecords(Registry& r);
@@ -30,6 +31,7 @@ void registerTensorShape(Registry& r);
 void registerTensorIndexing(Registry& r);
 void registerTensorLinalg(Registry& r);
 void registerTensorDevices(Registry& r);
+void registerRandom(Registry& r);         // generators, RNG state
 
 // neural networks (nn_value.hpp)
 void registerNnModules(Registry& r);      // layers, activations, sequential, module API, init

@@ -133,6 +133,16 @@ const SpecialName kSpecials[] = {
     {"unquote", Special::Unquote}, {"unquote-splicing", Special::UnquoteSplicing},
 };
 
+}  // namespace
+
+std::vector<std::string> specialFormNames() {
+  std::vector<std::string> names;
+  for (const auto& s : kSpecials) names.emplace_back(s.name);
+  return names;
+}
+
+namespace {
+
 Special specialOf(Value sym) {
   static std::unordered_map<const Object*, Special>* table = [] {
     auto* t = new std::unordered_map<const Object*, Special>();

@@ -2,6 +2,7 @@
 #pragma once
 #include "interp/node.hpp"
 #include <gc/gc_allocator.h>
+#include <string>
 #include <vector>
 
 namespace purple {
@@ -34,5 +35,8 @@ inline bool isIdentifier(Value v) { return v.is(Kind::Symbol) || v.is(Kind::Alia
 // (syntax-rules ...) form; the result contains aliases for the template's own identifiers.
 Value expandSyntaxRules(Value spec, Value form, Scope* defScope, Value macroName);
 Value makeMacro(Value transformer, Scope* scope, Value name, bool procedural);
+
+// The names the analyzer treats as special forms (for completion and help).
+std::vector<std::string> specialFormNames();
 
 }  // namespace purple

@@ -14,6 +14,7 @@
 #include "interp/port.hpp"
 #include "interp/printer.hpp"
 #include "interp/tensor_value.hpp"
+#include "interp/api_internal.hpp"
 
 #include <ATen/DLConvertor.h>
 #include <c10/core/CPUAllocator.h>
@@ -109,8 +110,7 @@ Error errorFromPayload(PV payload) {
     std::string kind = e->errorKind.is(Kind::Symbol) ? std::string(symbolName(e->errorKind)) : "error";
     return Error(kind, symbolOrString(e->message), std::move(irritants), std::move(trace), Value::fromWord(payload.bits));
   }
-  return Error("raise", "uncaught exception: " + toWriteString(payload), {Value::fromWord(payload.bits)}, {},
-               Value::fromWord(payload.bits));
+  return Error("raise", "uncaught exception:", {Value::fromWord(payload.bits)}, {}, Value::fromWord(payload.bits));
 }
 
 // The error object a purple::Error stands for inside Purple.
@@ -315,6 +315,12 @@ OutputCallback streamSink(std::ostream& os) {
 }
 
 }  // namespace
+
+// For the API's other files (api_internal.hpp).
+namespace detail {
+Interp& interpOf(Impl* impl) { return *impl->interp; }
+Value runGuarded(Impl* impl, const std::function<PV()>& f) { return guarded(*impl, f); }
+}  // namespace detail
 
 // ---- Value ---------------------------------------------------------------------------------
 

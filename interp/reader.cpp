@@ -96,6 +96,9 @@ void Reader::skipAtmosphere() {
 bool Reader::read(Value& out) {
   skipAtmosphere();
   if (peek() == -1) return false;
+  start_ = pos_;
+  startLine_ = line_;
+  startCol_ = col_;
   out = datum();
   return true;
 }

@@ -15,6 +15,10 @@ class Reader {
   Reader(std::string_view text, Value sourceName, PositionTable* positions, int firstLine = 1);
   bool read(Value& out);            // false at end of input
   size_t offset() const { return pos_; }
+  // Where the datum the last read() returned began.
+  size_t datumStart() const { return start_; }
+  int datumLine() const { return startLine_; }
+  int datumColumn() const { return startCol_; }
   bool hitEndOfInput() const { return incomplete_; }
 
   // True when `text` holds only complete data (or a read error that more text cannot fix).
@@ -40,6 +44,8 @@ class Reader {
 
   std::string_view text_;
   size_t pos_ = 0;
+  size_t start_ = 0;
+  int startLine_ = 1, startCol_ = 1;
   int line_, col_ = 1;
   Value source_;
   PositionTable* positions_;

@@ -1,10 +1,8 @@
 #include "repl/repl.hpp"
-#include "interp/port.hpp"
-#include "interp/printer.hpp"
-#include "interp/reader.hpp"
-#include "interp/version.hpp"
 #include <editline/readline.h>
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -12,48 +10,63 @@
 #include <unistd.h>
 #include <vector>
 
-namespace purple {
+namespace purple::repl {
 
 namespace {
-Interp* gReplInterp = nullptr;
+Interpreter* gInterp = nullptr;
 volatile std::sig_atomic_t gEvaluating = 0;
+volatile std::sig_atomic_t gInterruptedAtPrompt = 0;
 
 void onInterrupt(int) {
-  // Only sets flags: the evaluator notices at its next safe point.
-  if (gEvaluating && gReplInterp) gReplInterp->requestInterrupt();
+  // Only flags: the evaluator notices at its next safe point, the line reader at its next read.
+  if (gEvaluating && gInterp) gInterp->interrupt();
+  else gInterruptedAtPrompt = 1;
 }
 
-void printResult(Interp& in, Value v) {
-  if (v.isUnspecified()) return;
-  Value port = in.currentOutputPort();
-  if (v.is(Kind::MultipleValues)) {
-    auto* m = v.as<MultipleValues>();
-    for (uint32_t i = 0; i < m->extra; i++) portWrite(port, toWriteString(m->items[i]) + "\n");
-    return;
+// libedit's character source. SIGINT is installed without SA_RESTART, so a Ctrl-C at the prompt
+// ends the blocking read with EINTR: the reader echoes ^C and ends the line, which runRepl then
+// drops. libedit's own signal handling is off (rl_catch_signals = 0): it would take the line
+// down with it (readline returns NULL, as at end of input).
+int readCharInterruptibly(FILE* in) {
+  while (true) {
+    if (gInterruptedAtPrompt) {
+      std::fputs("^C", stdout);
+      std::fflush(stdout);
+      return '\n';
+    }
+    unsigned char c;
+    ssize_t n = read(fileno(in), &c, 1);
+    if (n == 1) return c;
+    if (n == 0) return EOF;
+    if (errno != EINTR) return EOF;
   }
-  portWrite(port, toWriteString(v) + "\n");
+}
+
+void printResults(const std::vector<Value>& results) {
+  for (const Value& v : results) {
+    std::string s = v.repr() + "\n";
+    std::fwrite(s.data(), 1, s.size(), stdout);
+  }
 }
 
 std::vector<std::string> gCompletions;
 
 char* completionGenerator(const char* text, int state) {
   static size_t index;
-  static std::string prefix;
   if (state == 0) {
     index = 0;
-    prefix = text;
-    gCompletions.clear();
-    Value names = gReplInterp->apply(gReplInterp->lookupGlobal("%global-names"), nullptr, 0);
-    for (Value p = names; isPair(p); p = cdr(p)) {
-      std::string_view n = symbolName(car(p));
-      if (n.substr(0, prefix.size()) == prefix && n.substr(0, 1) != "%") gCompletions.emplace_back(n);
+    std::string word(text);
+    try {
+      gCompletions = gInterp->complete(word, word.size()).matches;
+    } catch (const Error&) {
+      gCompletions.clear();
     }
   }
-  while (index < gCompletions.size()) return strdup(gCompletions[index++].c_str());
+  if (index < gCompletions.size()) return strdup(gCompletions[index++].c_str());
   return nullptr;
 }
 
-char** complete(const char* text, int, int) {
+char** completeWord(const char* text, int, int) {
   rl_attempted_completion_over = 1;
   return rl_completion_matches(text, completionGenerator);
 }
@@ -62,100 +75,106 @@ std::string historyPath() {
   const char* home = std::getenv("HOME");
   return home ? std::string(home) + "/.purple_history" : std::string();
 }
+
+// Evaluates one complete input; Ctrl-C during it interrupts the evaluation.
+void evalInput(Interpreter& interp, const std::string& text, const std::string& sourceName) {
+  gEvaluating = 1;
+  try {
+    evalAndPrint(interp, text, sourceName, true);
+  } catch (...) {
+    gEvaluating = 0;
+    interp.cancelInterrupt();
+    throw;
+  }
+  gEvaluating = 0;
+  interp.cancelInterrupt();   // a Ctrl-C that came as the evaluation ended
+}
 }  // namespace
 
-void reportError(Interp& in, const PurpleException& e) {
-  Value port = in.currentErrorPort();
-  portFlush(in.currentOutputPort());
-  portWrite(port, in.formatError(e.payload()) + "\n");
-  portFlush(port);
-}
-
-bool evalAndPrint(Interp& in, const std::string& text, const std::string& sourceName, bool printValues) {
-  Value source = makeString(sourceName);
-  PositionTable positions;
-  Reader reader(text, source, &positions);
-  bool ok = true;
-  while (true) {
-    Value form;
-    positions.clear();
-    try {
-      if (!reader.read(form)) break;
-    } catch (const PurpleException& e) {
-      reportError(in, e);
-      return false;
-    }
-    gEvaluating = 1;
-    try {
-      in.resetBudgets();
-      Value v = in.evalForm(form, &positions);
-      gEvaluating = 0;
-      if (printValues) printResult(in, v);
-    } catch (const PurpleException& e) {
-      gEvaluating = 0;
-      in.interruptRequested_.store(false);   // an interrupt is consumed once reported
-      reportError(in, e);
-      ok = false;
-    } catch (const ContinuationInvoked&) {
-      gEvaluating = 0;
-      portWrite(in.currentErrorPort(), "Error: continuation invoked outside its extent\n");
-      ok = false;
-    }
-    portFlush(in.currentOutputPort());
+void reportError(Interpreter& interp, const Error& e) {
+  try {
+    interp.flush();
+  } catch (const Error&) {
   }
-  return ok;
+  std::fflush(stdout);
+  std::string text = e.report() + "\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
 }
 
-int runRepl(Interp& in) {
-  gReplInterp = &in;
+bool evalAndPrint(Interpreter& interp, const std::string& text, const std::string& sourceName, bool printValues) {
+  try {
+    interp.evalForms(text, sourceName, [&](const std::vector<Value>& results, const FormSource&) {
+      if (printValues) printResults(results);
+      std::fflush(stdout);
+    });
+    interp.flush();
+    return true;
+  } catch (const Exit&) {
+    throw;
+  } catch (const Error& e) {
+    reportError(interp, e);
+    return false;
+  }
+}
+
+int runRepl(Interpreter& interp) {
+  gInterp = &interp;
   struct sigaction sa {};
   sa.sa_handler = onInterrupt;
   sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;   // no SA_RESTART: a read at the prompt must end
   sigaction(SIGINT, &sa, nullptr);
-  bool tty = isatty(STDIN_FILENO);
-  if (!tty) {
-    // Piped input: read forms as they complete, print values, keep going after errors.
-    std::string buffer, line;
-    int firstLine = 1;
-    while (std::getline(std::cin, line)) {
+  try {
+    if (!isatty(STDIN_FILENO)) {
+      // Piped input: read forms as they complete, print values, keep going after errors.
+      std::string buffer, line;
+      while (std::getline(std::cin, line)) {
+        buffer += line + "\n";
+        if (Interpreter::checkInput(buffer).status == InputStatus::incomplete) continue;
+        evalInput(interp, buffer, "<stdin>");
+        buffer.clear();
+      }
+      if (!buffer.empty()) evalInput(interp, buffer, "<stdin>");
+      return 0;
+    }
+    std::cout << versionLine() << "\nType (help 'name) for documentation, Ctrl-D to leave.\n" << std::flush;
+    rl_catch_signals = 0;
+    rl_getc_function = readCharInterruptibly;
+    rl_attempted_completion_function = completeWord;
+    rl_basic_word_break_characters = const_cast<char*>(" \t\n()[]'`,\"");
+    std::string hist = historyPath();
+    if (!hist.empty()) read_history(hist.c_str());
+    std::string buffer;
+    while (true) {
+      gInterruptedAtPrompt = 0;
+      char* raw = readline(buffer.empty() ? "purple> " : "...     ");
+      if (gInterruptedAtPrompt) {
+        // Ctrl-C: the line (and any unfinished form above it) is dropped; a fresh prompt.
+        std::free(raw);
+        buffer.clear();
+        continue;
+      }
+      if (!raw) {
+        std::cout << "\n";
+        break;
+      }
+      std::string line(raw);
+      std::free(raw);
+      if (buffer.empty() && line.find_first_not_of(" \t") == std::string::npos) continue;
       buffer += line + "\n";
-      if (!Reader::isComplete(buffer)) continue;
-      evalAndPrint(in, buffer, "<stdin>", true);
+      if (Interpreter::checkInput(buffer).status == InputStatus::incomplete) continue;
+      std::string entry = buffer;
+      while (!entry.empty() && entry.back() == '\n') entry.pop_back();
+      add_history(entry.c_str());
+      if (!hist.empty()) write_history(hist.c_str());
+      evalInput(interp, buffer, "<repl>");
       buffer.clear();
-      (void)firstLine;
     }
-    if (!buffer.empty()) evalAndPrint(in, buffer, "<stdin>", true);
-    return 0;
-  }
-  std::cout << versionLine() << "\nType (help 'name) for documentation, Ctrl-D to leave.\n";
-  rl_attempted_completion_function = complete;
-  rl_basic_word_break_characters = " \t\n()[]'`,\"";
-  std::string hist = historyPath();
-  if (!hist.empty()) read_history(hist.c_str());
-  std::string buffer;
-  while (true) {
-    char* raw = readline(buffer.empty() ? "purple> " : "...     ");
-    if (!raw) {
-      std::cout << "\n";
-      break;
-    }
-    std::string line(raw);
-    std::free(raw);
-    if (buffer.empty() && line.find_first_not_of(" \t") == std::string::npos) continue;
-    buffer += line + "\n";
-    if (!Reader::isComplete(buffer)) continue;
-    std::string entry = buffer;
-    while (!entry.empty() && entry.back() == '\n') entry.pop_back();
-    add_history(entry.c_str());
-    if (!hist.empty()) write_history(hist.c_str());
-    try {
-      evalAndPrint(in, buffer, "<repl>", true);
-    } catch (const PurpleExit& e) {
-      return e.code;
-    }
-    buffer.clear();
+  } catch (const Exit& e) {
+    return e.code();
   }
   return 0;
 }
 
-}  // namespace purple
+}  // namespace purple::repl

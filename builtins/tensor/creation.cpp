@@ -2,6 +2,7 @@
 // and Purple data, and read their shape, dtype, device and elements back.
 #include <ATen/ATen.h>
 #include "builtins/tensor/util.hpp"
+#include "builtins/tensor/random.hpp"
 #include "builtins/builtins.hpp"
 #include "interp/tensor_value.hpp"
 #include "interp/gc.hpp"
@@ -219,6 +220,7 @@ Value tensorToNested(const at::Tensor& t0, bool vectors, std::string_view who) {
 void registerTensorCreation(Registry& r) {
   using OptType = std::optional<at::ScalarType>;
   using OptDev = std::optional<at::Device>;
+  using OptGen = std::optional<GeneratorRef>;
 
   // ---- from shapes ----
   r.def("tensor-zeros", "(. shape :key dtype device requires-grad)",
@@ -244,18 +246,20 @@ void registerTensorCreation(Registry& r) {
         },
         "A tensor of shape SIZE (an integer or a list) filled with FILL-VALUE. The dtype follows "
         "the value (integer -> int64, real -> float32, boolean -> bool) unless :dtype is given.");
-  r.def("tensor-rand", "(. shape :key dtype device requires-grad)",
-        [](Shape s, OptType dtype, OptDev device, bool rg) {
-          return withRequiresGrad(at::rand(s.dims, tensorOptions(dtype, device)), rg);
+  r.def("tensor-rand", "(. shape :key dtype device requires-grad generator)",
+        [](Shape s, OptType dtype, OptDev device, bool rg, OptGen gen) {
+          return withRequiresGrad(at::rand(s.dims, genOpt(gen), tensorOptions(dtype, device)), rg);
         },
-        "Uniform random numbers in [0, 1) of the given shape. Seed with manual-seed.");
-  r.def("tensor-randn", "(. shape :key dtype device requires-grad)",
-        [](Shape s, OptType dtype, OptDev device, bool rg) {
-          return withRequiresGrad(at::randn(s.dims, tensorOptions(dtype, device)), rg);
+        "Uniform random numbers in [0, 1) of the given shape. Seed with manual-seed, or draw from "
+        "the generator given as :generator.");
+  r.def("tensor-randn", "(. shape :key dtype device requires-grad generator)",
+        [](Shape s, OptType dtype, OptDev device, bool rg, OptGen gen) {
+          return withRequiresGrad(at::randn(s.dims, genOpt(gen), tensorOptions(dtype, device)), rg);
         },
-        "Standard normal random numbers of the given shape: (tensor-randn 10 10). Seed with manual-seed.");
-  r.def("tensor-randint", "(a b :optional c :key dtype device requires-grad)",
-        [](int64_t a, Shape b, std::optional<Shape> c, OptType dtype, OptDev device, bool rg) {
+        "Standard normal random numbers of the given shape: (tensor-randn 10 10). Seed with "
+        "manual-seed, or draw from the generator given as :generator.");
+  r.def("tensor-randint", "(a b :optional c :key dtype device requires-grad generator)",
+        [](int64_t a, Shape b, std::optional<Shape> c, OptType dtype, OptDev device, bool rg, OptGen gen) {
           int64_t low = 0, high = a;
           IntList shape = b.dims;
           if (c) {
@@ -264,15 +268,17 @@ void registerTensorCreation(Registry& r) {
             high = b.dims[0];
             shape = c->dims;
           }
-          return withRequiresGrad(at::randint(low, high, shape, tensorOptions(dtype ? *dtype : at::kLong, device)), rg);
+          return withRequiresGrad(at::randint(low, high, shape, genOpt(gen), tensorOptions(dtype ? *dtype : at::kLong, device)), rg);
         },
         "Random integers: (tensor-randint HIGH SIZE) draws from [0, HIGH), (tensor-randint LOW HIGH "
-        "SIZE) from [LOW, HIGH). SIZE is an integer or a list. The dtype is int64 unless :dtype.");
-  r.def("tensor-randperm", "(n :key dtype device requires-grad)",
-        [](int64_t n, OptType dtype, OptDev device, bool rg) {
-          return withRequiresGrad(at::randperm(n, tensorOptions(dtype ? *dtype : at::kLong, device)), rg);
+        "SIZE) from [LOW, HIGH). SIZE is an integer or a list. The dtype is int64 unless :dtype. "
+        ":generator draws from that generator.");
+  r.def("tensor-randperm", "(n :key dtype device requires-grad generator)",
+        [](int64_t n, OptType dtype, OptDev device, bool rg, OptGen gen) {
+          return withRequiresGrad(at::randperm(n, genOpt(gen), tensorOptions(dtype ? *dtype : at::kLong, device)), rg);
         },
-        "A random permutation of the integers 0 .. N-1 (int64 unless :dtype).");
+        "A random permutation of the integers 0 .. N-1 (int64 unless :dtype); :generator draws from "
+        "that generator.");
   r.def("tensor-arange", "(a :optional b step :key dtype device requires-grad)",
         [](at::Scalar a, std::optional<at::Scalar> b, std::optional<at::Scalar> step, OptType dtype,
            OptDev device, bool rg) {
@@ -367,26 +373,31 @@ void registerTensorCreation(Registry& r) {
         [](int64_t seed) { at::manual_seed(uint64_t(seed)); },
         "Seeds every random number generator (CPU and all CUDA devices), as torch.manual_seed does: "
         "after (manual-seed 0), tensor-randn gives the same numbers as PyTorch after torch.manual_seed(0).");
-  r.def("tensor-bernoulli", "(x :key p)",
-        [](const at::Tensor& x, std::optional<double> p) { return p ? at::bernoulli(x, *p) : at::bernoulli(x); },
+  r.def("tensor-bernoulli", "(x :key p generator)",
+        [](const at::Tensor& x, std::optional<double> p, OptGen gen) {
+          return p ? at::bernoulli(x, *p, genOpt(gen)) : at::bernoulli(x, genOpt(gen));
+        },
         "Draws 0/1 samples: each element is 1 with the probability given by the matching element of "
-        "X, or with probability :p (for every element) when given. The result has X's shape and dtype.");
-  r.def("tensor-multinomial", "(x num-samples :key replacement)",
-        [](const at::Tensor& x, int64_t n, bool replacement) { return at::multinomial(x, n, replacement); },
+        "X, or with probability :p (for every element) when given. The result has X's shape and dtype. "
+        ":generator draws from that generator.");
+  r.def("tensor-multinomial", "(x num-samples :key replacement generator)",
+        [](const at::Tensor& x, int64_t n, bool replacement, OptGen gen) {
+          return at::multinomial(x, n, replacement, genOpt(gen));
+        },
         "Indices drawn from the categorical distribution(s) with (unnormalised) weights X, one row "
-        "per distribution. :replacement #t draws with replacement.");
-  r.def("tensor-normal", "(mean std . size :key dtype device requires-grad)",
-        [](TensorOrScalar mean, TensorOrScalar stdev, Shape size, OptType dtype, OptDev device, bool rg) {
+        "per distribution. :replacement #t draws with replacement; :generator draws from that generator.");
+  r.def("tensor-normal", "(mean std . size :key dtype device requires-grad generator)",
+        [](TensorOrScalar mean, TensorOrScalar stdev, Shape size, OptType dtype, OptDev device, bool rg, OptGen gen) {
           at::Tensor t;
           if (mean.isTensor() || stdev.isTensor()) {
             if (!size.dims.empty())
               throwError("tensor-error", "tensor-normal: SIZE is only allowed when MEAN and STD are numbers");
-            if (mean.isTensor() && stdev.isTensor()) t = at::normal(*mean.tensor, *stdev.tensor);
-            else if (mean.isTensor()) t = at::normal(*mean.tensor, stdev.scalar.toDouble());
-            else t = at::normal(mean.scalar.toDouble(), *stdev.tensor);
+            if (mean.isTensor() && stdev.isTensor()) t = at::normal(*mean.tensor, *stdev.tensor, genOpt(gen));
+            else if (mean.isTensor()) t = at::normal(*mean.tensor, stdev.scalar.toDouble(), genOpt(gen));
+            else t = at::normal(mean.scalar.toDouble(), *stdev.tensor, genOpt(gen));
             if (dtype || device) t = t.to(tensorOptions(dtype, device));
           } else {
-            t = at::normal(mean.scalar.toDouble(), stdev.scalar.toDouble(), size.dims, c10::nullopt,
+            t = at::normal(mean.scalar.toDouble(), stdev.scalar.toDouble(), size.dims, genOpt(gen),
                            tensorOptions(dtype, device));
           }
           return withRequiresGrad(t, rg);

@@ -204,6 +204,48 @@ struct Options {
 // for hosts running untrusted code: allocations past it fail with a "memory-error". 0: none.
 void setHeapLimit(std::size_t bytes);
 
+// ---- front ends: the process ---------------------------------------------------------------
+// What a program built around an interpreter (the `purple` command, the Jupyter kernel) needs.
+
+// "Purple 0.1.0 (LibTorch 1.13.0, CUDA not available)".
+std::string versionLine();
+// Runs `body` on the calling thread switched to a stack of `bytes` (mapped, committed only as
+// it is used) and returns its result; exceptions from `body` come back out. Purple's deep
+// recursion then reaches its depth limit long before the stack runs out. The calling thread
+// keeps its malloc arena (for the main thread, glibc's main arena, the cheapest for LibTorch).
+// Without the mapping (no memory), `body` runs on the thread's own stack.
+int runOnLargeStack(const std::function<int()>& body, std::size_t bytes = std::size_t(1) << 30);
+// A full collection with the finalizers it makes ready, then the tensors still alive: at exit,
+// after the interpreters are gone, both are 0 unless something leaked.
+struct TensorCensus {
+  int64_t liveTensors = 0;
+  int64_t bytes = 0;
+};
+TensorCensus collectGarbage();
+
+// ---- front ends: input ---------------------------------------------------------------------
+
+// Where one top-level form of the code given to Interpreter::evalForms was.
+struct FormSource {
+  std::size_t begin = 0, end = 0;   // byte offsets of the form in the code
+  int line = 1, column = 1;         // of its first character (lines counted from firstLine)
+};
+
+// Whether text typed so far is a whole input: every datum closed (complete), more lines could
+// finish it (incomplete), or it is malformed in a way more text cannot fix (invalid; evaluating
+// it reports the read error).
+enum class InputStatus { complete, incomplete, invalid };
+struct InputCheck {
+  InputStatus status = InputStatus::complete;
+  int openLists = 0;                // lists still open at the end, for indenting the next line
+};
+
+// Names completing the identifier that ends at a cursor, and the bytes of the code they replace.
+struct Completions {
+  std::vector<std::string> matches;   // sorted, without duplicates
+  std::size_t begin = 0, end = 0;
+};
+
 // ---- conversions (internal) ---------------------------------------------------------------
 
 namespace detail {
@@ -577,6 +619,29 @@ class Interpreter {
   // Stops the running evaluation at its next safe point (or, when none runs, the next one)
   // with an Error of kind "interrupt". Safe from any thread and from signal handlers.
   void interrupt();
+  // Drops an interrupt request that no evaluation has received (a Ctrl-C that arrived just as
+  // an evaluation ended), so that it does not stop the next one. Safe from any thread.
+  void cancelInterrupt();
+
+  // Front ends (REPL, notebook kernel): reads and evaluates the forms of `code` one at a time.
+  // After each form, `onResults` gets its values (none for an unspecified value, several for
+  // (values a b)) and where the form was, before the next form is read, so a definition is in
+  // effect for the forms after it and output appears form by form. Budgets are re-armed for
+  // every form. The first error stops it (a purple::Error whose positions name `sourceName`,
+  // lines counted from `firstLine`). Returns the last value.
+  using FormCallback = std::function<void(const std::vector<Value>& results, const FormSource& where)>;
+  Value evalForms(std::string_view code, std::string_view sourceName, const FormCallback& onResults = nullptr,
+                  int firstLine = 1);
+  // Whether `code` is complete input (see InputStatus).
+  static InputCheck checkInput(std::string_view code);
+  // Completion candidates for the identifier ending at byte `cursor` of `code`: bound global
+  // names (procedures, syntax, variables; not the internal %names) and special forms.
+  Completions complete(std::string_view code, std::size_t cursor);
+  // The identifier around byte `cursor` of `code` (touching it on either side), or "".
+  static std::string identifierAt(std::string_view code, std::size_t cursor);
+  // The text (help 'NAME) prints: signature and docstring; std::nullopt when NAME is not bound
+  // and is no special form.
+  std::optional<std::string> documentation(std::string_view name);
 
   // Output and input.
   void setOutput(std::ostream& os);
@@ -585,6 +650,20 @@ class Interpreter {
   void setError(OutputCallback f);
   void setInput(std::string text);
   void flush();
+
+  // Sends the current output and error ports to two callbacks for as long as it lives, then puts
+  // back the ports it replaced (captures nest): a kernel captures each request's output this way.
+  class OutputCapture {
+   public:
+    OutputCapture(Interpreter& interp, OutputCallback out, OutputCallback err);
+    ~OutputCapture();
+    OutputCapture(const OutputCapture&) = delete;
+    OutputCapture& operator=(const OutputCapture&) = delete;
+
+   private:
+    Interpreter& interp_;
+    Value savedOut_, savedErr_;
+  };
 
   detail::Impl* impl() { return impl_; }
 
@@ -702,5 +781,14 @@ using embed::OutputCallback;
 using embed::setHeapLimit;
 using embed::TypeBuilder;
 using embed::Value;
+// front ends
+using embed::collectGarbage;
+using embed::Completions;
+using embed::FormSource;
+using embed::InputCheck;
+using embed::InputStatus;
+using embed::runOnLargeStack;
+using embed::TensorCensus;
+using embed::versionLine;
 }  // namespace purple
 #endif

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Drives the interactive `purple` REPL through a pseudo-terminal, as a person at a keyboard:
+Ctrl-C on an empty line, on a half-typed line and on an unfinished multi-line form clears it and
+shows a fresh prompt; Ctrl-C during an endless loop interrupts it; the session goes on after each;
+Ctrl-D inside a line does not leave, Ctrl-D on an empty line does.
+
+usage: pty_session.py PURPLE"""
+import os
+import pty
+import re
+import select
+import sys
+import tempfile
+import time
+
+purple = sys.argv[1]
+home = tempfile.mkdtemp()
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ["HOME"] = home
+    os.environ["TERM"] = "xterm"
+    os.execv(purple, [purple])
+
+transcript = b""
+failures = []
+
+
+def read_until(pattern, timeout=20.0):
+    """Reads until PATTERN (a regex on the output since the last call) appears."""
+    global transcript
+    start = len(transcript)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if re.search(pattern, transcript[start:].decode(errors="replace")):
+            return transcript[start:].decode(errors="replace")
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            transcript += data
+    return None
+
+
+def step(name, keys, expect, timeout=20.0):
+    os.write(fd, keys)
+    got = read_until(expect, timeout)
+    if got is None:
+        failures.append(name)
+        tail = transcript[-600:].decode(errors="replace")
+        print(f"FAIL: {name}: expected /{expect}/; last output:\n{tail!r}")
+    else:
+        print(f"ok: {name}")
+    return got
+
+
+PROMPT = r"purple> $"
+if read_until(PROMPT) is None:
+    print("FAIL: no prompt", transcript)
+    sys.exit(1)
+step("a value", b"(+ 1 2)\r", r"\r\n3\r\n" + PROMPT)
+step("Ctrl-C on an empty line", b"\x03", r"\^C\r?\n" + PROMPT)
+step("Ctrl-C on a half-typed line", b"(define x 1", r"\(define x 1")
+step("... prints ^C, a newline and a new prompt", b"\x03", r"\^C\r?\n" + PROMPT)
+step("the line was dropped", b"x\r", r"unbound variable: x.*\n.*" + PROMPT)
+step("an unfinished form continues", b"(+ 1\r", r"\r\n\.\.\.")
+step("Ctrl-C drops the unfinished form", b"2\x03", r"\^C\r?\n" + PROMPT)
+step("the next input starts afresh", b"(+ 40 2)\r", r"\r\n42\r\n" + PROMPT)
+step("an endless loop starts", b"(let loop () (loop))\r", r"\(let loop \(\) \(loop\)\)\r\n")
+time.sleep(0.5)
+step("Ctrl-C interrupts it", b"\x03", r"interrupted(.|\n)*" + PROMPT)
+step("the session goes on", b"(* 6 7)\r", r"\r\n42\r\n" + PROMPT)
+step("Ctrl-D inside a line does not leave", b"(- 5 1\x04", r"\(- 5 1")
+step("... and the line can be finished", b")\r", r"\r\n4\r\n" + PROMPT)
+os.write(fd, b"\x04")
+deadline = time.time() + 20
+status = None
+while time.time() < deadline:
+    done, st = os.waitpid(pid, os.WNOHANG)
+    if done:
+        status = st
+        break
+    try:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            os.read(fd, 4096)
+    except OSError:
+        pass
+if status is None:
+    failures.append("Ctrl-D on an empty line leaves")
+    print("FAIL: Ctrl-D on an empty line did not end the REPL")
+    os.kill(pid, 9)
+elif os.WEXITSTATUS(status) != 0:
+    failures.append("exit status")
+    print(f"FAIL: the REPL exited with {os.WEXITSTATUS(status)}")
+else:
+    print("ok: Ctrl-D on an empty line leaves, status 0")
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
