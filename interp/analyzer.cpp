@@ -6,6 +6,7 @@
 #include "interp/interp_state.hpp"
 #include "interp/printer.hpp"
 #include "interp/reader.hpp"
+#include "interp/file_io.hpp"
 #include <array>
 #include <fstream>
 #include <memory>
@@ -959,11 +960,7 @@ struct Analyzer {
       if (!isString(car(p))) syntaxError("include expects file names", x);
       requireFileAccess("include");
       std::string path = in.resolveRelative(std::string(stringView(car(p))), pos);
-      std::ifstream f(path);
-      if (!f) throwError("file-error", "include: cannot open " + path);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      std::string text = ss.str();
+      std::string text = readWholeFile(path, "include");
       Value file = makeString(path);
       Reader r(text, file, positions);
       Value d;

@@ -8,6 +8,7 @@
 #include "interp/gc.hpp"
 #include "interp/cpu_allocator.hpp"
 #include "interp/watchdog.hpp"
+#include "interp/file_io.hpp"
 #include "builtins/builtins.hpp"
 #include <gc/gc.h>
 #include <pthread.h>
@@ -196,13 +197,15 @@ void requireFileAccess(std::string_view who) {
     throwError("file-error", std::string(who) + ": file access is disabled in this interpreter");
 }
 
+void requireProcessAccess(std::string_view who) {
+  Interp* in = Interp::current();
+  if (in && !in->limits.allowProcess)
+    throwError("error", std::string(who) + ": process access is disabled in this interpreter");
+}
+
 Value Interp::loadFile(const std::string& path) {
   if (!limits.allowFiles) throwError("file-error", "load: file access is disabled in this interpreter");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throwError("file-error", "cannot open file: " + path, listFromArray(nullptr, 0));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::string text = readWholeFile(path, "load");
   if (text.size() >= 2 && text[0] == '#' && text[1] == '!') {
     // a #! line: blank it out, keeping line numbers right
     size_t nl = text.find('\n');

@@ -40,6 +40,10 @@ struct Limits {
 // Throws a file-error naming WHO when the interpreter running on this thread may not touch
 // files (Limits::allowFiles). Every builtin that opens, probes, writes or renames a path calls it.
 void requireFileAccess(std::string_view who);
+// The same for the process and its global settings (Limits::allowProcess): exit, the command
+// line, standard input, and every setting shared by all interpreters and the host (LibTorch's
+// default dtype and thread count, the global random generator, print options, ...).
+void requireProcessAccess(std::string_view who);
 
 // True when the calling thread's C++ stack is within the safety margin that "recursion too deep"
 // keeps: recursive C++ code that a script can drive arbitrarily deep (printing, reading nested

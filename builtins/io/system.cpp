@@ -17,9 +17,7 @@ extern char** environ;
 namespace purple {
 
 namespace {
-void requireProcess(Interp& in, const char* who) {
-  if (!in.limits.allowProcess) throwError("error", std::string(who) + ": process access is disabled in this interpreter");
-}
+void requireProcess(Interp&, const char* who) { requireProcessAccess(who); }
 void requireEnvironment(Interp& in, const char* who) {
   if (!in.limits.allowEnvironment) throwError("error", std::string(who) + ": environment access is disabled in this interpreter");
 }
@@ -135,7 +133,10 @@ void registerSystem(Registry& r) {
                      entry("collections", g.collections)};
     return listFromArray(items, sizeof items / sizeof items[0]);
   }, "An alist of memory facts: live tensors and their bytes, collections, heap size.");
-  r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) { setTensorCollectThreshold(b); },
+  r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) {
+    requireProcessAccess("set-tensor-gc-threshold!");
+    setTensorCollectThreshold(b);
+  },
         "Sets how many bytes of new tensor storage trigger a collection (default 64 MB).");
   r.def("tensor-free!", "(tensor)", [](Value t) {
     if (!isTensor(t)) throwTypeError("tensor-free!", 1, "a tensor", t);

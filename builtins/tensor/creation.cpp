@@ -370,7 +370,10 @@ void registerTensorCreation(Registry& r) {
 
   // ---- random ----
   r.def("manual-seed", "(seed)",
-        [](int64_t seed) { at::manual_seed(uint64_t(seed)); },
+        [](int64_t seed) {
+          requireProcessAccess("manual-seed");
+          at::manual_seed(uint64_t(seed));
+        },
         "Seeds every random number generator (CPU and all CUDA devices), as torch.manual_seed does: "
         "after (manual-seed 0), tensor-randn gives the same numbers as PyTorch after torch.manual_seed(0).");
   r.def("tensor-bernoulli", "(x :key p generator)",

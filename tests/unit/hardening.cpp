@@ -98,3 +98,28 @@ TEST_CASE("hardening: a time budget is noticed at the next primitive call") {
   // each outermost call gets a fresh budget
   CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
 }
+
+TEST_CASE("hardening: a sandbox cannot read the host's stdin or change process-wide settings") {
+  purple::Options o;
+  o.limits = purple::Limits::sandbox();
+  purple::Interpreter interp(o);
+  // no Options::input: the current input port is the process's stdin, which is the host's
+  CHECK(errorOf(interp, "(read-line)").message().find("standard input") != std::string::npos);
+  CHECK(errorOf(interp, "(read)").message().find("standard input") != std::string::npos);
+  for (const char* code : {"(set-tensor-gc-threshold! 1)", "(tensor-set-print-options! :precision 2)",
+                           "(set-num-threads! 1)", "(set-default-dtype! 'float64)", "(manual-seed 1)",
+                           "(set-flush-denormal! #t)", "(set-detect-anomaly! #t)", "(default-generator)",
+                           "(set-rng-state! (get-rng-state))"}) {
+    CAPTURE(code);
+    CHECK(errorOf(interp, code).message().find("process access is disabled") != std::string::npos);
+  }
+  // what stays allowed: a generator of its own, and input the host gives
+  CHECK(interp.eval("(generator? (generator :seed 1))").isTrue());
+  purple::Options withInput = o;
+  withInput.input = std::string("hello\n");
+  purple::Interpreter fed(withInput);
+  CHECK(fed.eval("(read-line)").to<std::string>() == "hello");
+  // a host's own interpreter keeps every setting
+  purple::Interpreter host;
+  CHECK_NOTHROW(host.eval("(tensor-set-print-options! :precision 4)"));
+}
