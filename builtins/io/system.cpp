@@ -1,6 +1,7 @@
 // The process and the interpreter itself: command line, exit, environment, time, the
 // collector, tensor memory, help.
 #include "builtins/builtins.hpp"
+#include "builtins/core/special_forms.hpp"
 #include "interp/gc.hpp"
 #include "interp/interp_state.hpp"
 #include "interp/node.hpp"
@@ -32,7 +33,11 @@ std::string helpText(Interp& in, Value name) {
   Value sym = isString(name) ? intern(stringView(name)) : name;
   if (!isSymbol(sym)) return "help: give a name, as in (help 'tensor-matmul)";
   GlobalCell* cell = in.findGlobal(sym);
-  if (!cell || cell->value.isUnbound()) return std::string(symbolName(sym)) + ": not defined";
+  if (!cell || cell->value.isUnbound()) {
+    if (const SpecialFormDoc* d = findSpecialFormDoc(symbolName(sym)))
+      return std::string(d->usage) + "  [special form]\n  " + d->doc;
+    return std::string(symbolName(sym)) + ": not defined";
+  }
   Value v = cell->value;
   std::string out;
   if (v.is(Kind::Primitive)) {
@@ -198,6 +203,16 @@ void registerSystem(Registry& r) {
     }
     return listFromArray(items, 4);
   }, "Internal: (kind family signature doc) of the global NAME, or #f; used by the reference generator.");
+  r.def("%special-forms", "()", []() {
+    size_t n = 0;
+    const SpecialFormDoc* docs = specialFormDocs(&n);
+    Value l = Value::nil();
+    for (size_t i = n; i-- > 0;) {
+      Value entry[3] = {intern(docs[i].name), makeString(docs[i].usage), makeString(docs[i].doc)};
+      l = cons(listFromArray(entry, 3), l);
+    }
+    return l;
+  }, "Internal: (name usage doc) of every special form, for the reference generator.");
   r.def("%set-documentation!", "(name doc)", [](Interp& in, Value name, std::string doc) {
     in.globalCell(name)->doc = makeString(doc);
   }, "Internal: attaches DOC to the global NAME (used for prelude syntax).");
