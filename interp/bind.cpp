@@ -6,6 +6,7 @@
 #include "interp/printer.hpp"
 #include "interp/reader.hpp"
 #include <cmath>
+#include <mutex>
 
 namespace purple {
 
@@ -91,12 +92,15 @@ struct ParsedParam {
 }  // namespace
 
 // Names, in C++ parameter order, kept beside the info (the info is per builtin, lives forever).
+// Interpreters are made on several threads at once: the table has a lock.
+static std::mutex gParamNamesLock;
 static std::unordered_map<const PrimitiveInfo*, std::vector<std::string>>& paramNames() {
   static auto* m = new std::unordered_map<const PrimitiveInfo*, std::vector<std::string>>();
   return *m;
 }
 
 static std::string paramName(const PrimitiveInfo* info, int index) {
+  std::lock_guard<std::mutex> g(gParamNamesLock);
   auto it = paramNames().find(info);
   if (it == paramNames().end() || index < 0 || size_t(index) >= it->second.size()) return "?";
   return it->second[size_t(index)];
@@ -183,7 +187,10 @@ PrimitiveInfo* Registry::makeInfo(std::string_view name, std::string_view signat
     info->defaults[i] = params[i].defaultValue;
     names.push_back(params[i].name);
   }
-  paramNames()[info] = std::move(names);
+  {
+    std::lock_guard<std::mutex> g(gParamNamesLock);
+    paramNames()[info] = std::move(names);
+  }
   return info;
 }
 

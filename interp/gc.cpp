@@ -9,6 +9,8 @@
 #include <gc/gc.h>
 #include <gc/gc_mark.h>
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +36,25 @@ int keepOnlyPurpleRoots(const char* name, void*, size_t) {
 }
 
 void onFinalizersReady() { gFinalizersPending.store(true, std::memory_order_relaxed); }
+
+// GC_INIT counts the thread it runs on as the process's first thread, with the main thread's
+// stack. When that is a worker thread (a host whose first use of Purple is on a worker, or one
+// that dlopens libpurple there), the thread is given its own stack bottom and is unregistered
+// when it exits; otherwise every later collection signals a dead thread and aborts ("Signals
+// delivery fails constantly"). libpurple's load-time constructor below makes this rare: a
+// linked host initialises the collector on its main thread before main() runs.
+struct InitThreadExit {
+  bool active = false;
+  ~InitThreadExit() {
+    if (active && GC_thread_is_registered()) GC_unregister_my_thread();
+  }
+};
+thread_local InitThreadExit tInitThreadExit;
+
+void* setOwnStackBottom(void* sb) {
+  GC_set_stackbottom(nullptr, static_cast<GC_stack_base*>(sb));
+  return nullptr;
+}
 
 struct GrowingRoots {
   const void* base;
@@ -65,6 +86,11 @@ void gcInit() {
     GC_set_finalize_on_demand(1);
     GC_set_finalizer_notifier(onFinalizersReady);
     GC_INIT();
+    if (syscall(SYS_gettid) != getpid()) {
+      GC_stack_base sb;
+      if (GC_get_stack_base(&sb) == GC_SUCCESS) GC_call_with_alloc_lock(setOwnStackBottom, &sb);
+      tInitThreadExit.active = true;
+    }
     GC_allow_register_threads();
     gPreviousPushOtherRoots = GC_get_push_other_roots();
     GC_set_push_other_roots(pushGrowingRoots);
@@ -79,6 +105,10 @@ void gcInit() {
     if (const char* stress = std::getenv("PURPLE_GC_STRESS"); stress && *stress == '1') gStress = true;
   });
 }
+
+namespace {
+__attribute__((constructor)) void initCollectorAtLoad() { gcInit(); }
+}  // namespace
 
 bool gcFinalizersPending() { return gFinalizersPending.load(std::memory_order_relaxed); }
 

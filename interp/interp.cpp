@@ -90,9 +90,10 @@ char* threadStackLimit() {
       pthread_attr_getstack(&attr, &addr, &size);
       pthread_attr_destroy(&attr);
     }
-    // Keep 256 KB for the C++ code (LibTorch included) that runs below the deepest eval.
-    size_t margin = 256 * 1024;
-    if (addr && size > 2 * margin) tStackLimit = static_cast<char*>(addr) + margin;
+    // Keep 256 KB for the C++ code (LibTorch included) that runs below the deepest eval; on a
+    // small stack (a host thread of 512 KB or less), half of it.
+    size_t margin = std::min<size_t>(256 * 1024, size / 2);
+    if (addr && size > 0) tStackLimit = static_cast<char*>(addr) + margin;
     else tStackLimit = reinterpret_cast<char*>(__builtin_frame_address(0)) - 4 * 1024 * 1024;
   }
   return tStackLimit;
