@@ -790,11 +790,7 @@ Value Interpreter::eval(std::string_view code, std::string_view sourceName) {
 Value Interpreter::load(const std::string& path) {
   return guarded(*impl_, [&]() -> PV {
     Interp& in = *impl_->interp;
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throwError("file-error", "cannot open file: " + path, listFromArray(nullptr, 0));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::string text = ss.str();
+    std::string text = readWholeFile(path, "load");   // a directory is an error, not empty
     if (text.size() >= 2 && text[0] == '#' && text[1] == '!') {
       size_t nl = text.find('\n');
       text.replace(0, nl == std::string::npos ? text.size() : nl, "");

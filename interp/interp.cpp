@@ -312,7 +312,8 @@ std::string calleeName(const AppNode* app, Value proc) {
   return "?";
 }
 
-// `error` and `raise` are how an error is signalled, not where: their frames are left out.
+// `error` and `raise` are how an error is signalled: their frames are left out when the library
+// signals (the user sees the call into the library), kept when the user's own code does (its line).
 bool isRaiser(Value proc) {
   if (!proc.is(Kind::Primitive)) return false;
   std::string name = primitiveName(proc);
@@ -347,7 +348,7 @@ Value Interp::backtrace() const {
   int64_t more = 0, moreBeforeUser = 0;
   const Node* previous = nullptr;
   auto add = [&](const Node* node, Value proc) {
-    if (!node || node->op() != Op::App || isRaiser(proc)) return;
+    if (!node || node->op() != Op::App || (isRaiser(proc) && (node->flags & kAppInPrelude))) return;
     if (lines.size() < kShown) {
       TraceLine line = traceLine(node, proc);
       if (!lines.empty() && lines.back().text == line.text) return;

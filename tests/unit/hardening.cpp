@@ -123,3 +123,40 @@ TEST_CASE("hardening: a sandbox cannot read the host's stdin or change process-w
   purple::Interpreter host;
   CHECK_NOTHROW(host.eval("(tensor-set-print-options! :precision 4)"));
 }
+
+TEST_CASE("hardening: builtins whose work grows with their input honour the budgets") {
+  purple::Options o;
+  o.limits.maxSeconds = 0.3;
+  purple::Interpreter interp(o);
+  // one builtin call, no closure calls: only the builtin's own polling can stop it
+  CHECK(errorOf(interp, "(length (make-list 200000000 0))").kind() == "time-limit");
+  CHECK(errorOf(interp, "(length (iota 200000000))").kind() == "time-limit");
+  // results past the size limit of exact integers are refused before GMP starts (it aborts)
+  CHECK(errorOf(interp, "(expt 7 (expt 10 9))").kind() == "range-error");
+  CHECK(errorOf(interp, "(expt 2 (expt 2 40))").kind() == "range-error");
+  CHECK(errorOf(interp, "(arithmetic-shift 1 (expt 2 40))").kind() == "range-error");
+  {
+    // making the 30-million-character string may itself use up 0.3 s on a loaded machine
+    std::string kind = errorOf(interp, "(string->number (make-string 30000000 #\\7))").kind();
+    CHECK((kind == "range-error" || kind == "time-limit"));
+  }
+  // circular lists end in an error, not a loop no budget can stop
+  for (const char* walk : {"(member 5 c)", "(memq 'x c)", "(memv 5 c)", "(assq 'x a)", "(assoc \"x\" a)",
+                           "(length c)", "(list-copy c)"}) {
+    CAPTURE(walk);
+    std::string code = std::string("(let ((c (list 1 2 3)) (a (list (cons 1 1) (cons 2 2))))"
+                                   "  (set-cdr! (cddr c) c) (set-cdr! (cdr a) a) ") + walk + ")";
+    CHECK(errorOf(interp, code).kind() == "type-error");
+  }
+  CHECK(interp.eval("(let ((c (list 1 2 3))) (set-cdr! (cddr c) c) (car (list-tail c 1000000000000001)))")
+            .to<int64_t>() == 3);
+  CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
+}
+
+TEST_CASE("hardening: tensor->list is refused up front past the heap limit") {
+  purple::setHeapLimit(std::size_t(1) << 30);
+  purple::Interpreter interp;
+  purple::Error e = errorOf(interp, "(tensor->list (tensor-expand (tensor-zeros 1) 1000000000))");
+  purple::setHeapLimit(0);
+  CHECK(e.kind() == "memory-error");
+}
