@@ -68,6 +68,7 @@ Interp::Interp() {
 
 Interp::~Interp() {
   if (deadlineArmed) disarmDeadline(this);
+  for (auto& f : onDestroy) f(*this);
   // Drop every root this interpreter holds so a final collection can free its objects
   // (and run the finalizers of its tensors).
   for (auto& kv : *globals_) kv.second->value = Value::unbound();

@@ -150,11 +150,15 @@ class Interp {
   bool loadingPrelude = false;     // the analyzer marks calls it compiles meanwhile (kAppInPrelude)
 
   void safePoint();               // run finalizers / collect when tensor memory asks for it
+  // Called first when this interpreter is destroyed: an optional library (the Python bridge)
+  // drops what it holds for it.
+  std::vector<std::function<void(Interp&)>> onDestroy;
 
   // ---- libraries (library.cpp) ----
   bool libraryAvailable(Value name);
   void importLibrary(Value importSet);
   void defineLibrary(Value form, PositionTable* positions);
+  bool libraryLoaded(Value name) const;
   std::string resolveRelative(const std::string& path, const SourcePos& from);
 
  private:
@@ -164,6 +168,11 @@ class Interp {
   GlobalMap* globals_;
   friend struct Analyzer;
 };
+
+// (purple python): the Python bridge, a plugin loaded on first import (python_library.cpp).
+// Throws a Purple error saying why when Purple was built or installed without it.
+void importPythonLibrary(Interp& in);
+bool pythonLibraryAvailable(std::string* whyNot = nullptr);
 
 // RAII: marks `interp` as the one running on this thread (for builtins that need it from
 // callbacks), restoring the previous one on exit.

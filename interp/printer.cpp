@@ -4,7 +4,9 @@
 #include "interp/tensor_hooks.hpp"
 #include "interp/interp.hpp"
 #include "interp/node.hpp"
+#include <atomic>
 #include <cctype>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -12,6 +14,21 @@
 namespace purple {
 
 namespace {
+
+// Printers of Foreign cells, by destroy function; written when an optional library loads.
+struct ForeignPrinterEntry {
+  void (*destroy)(void*);
+  ForeignPrinter printer;
+};
+ForeignPrinterEntry gForeignPrinters[8];
+std::atomic<int> gForeignPrinterCount{0};
+
+ForeignPrinter foreignPrinterFor(void (*destroy)(void*)) {
+  int n = gForeignPrinterCount.load(std::memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (gForeignPrinters[i].destroy == destroy) return gForeignPrinters[i].printer;
+  return nullptr;
+}
 
 const char* charName(uint32_t c) {
   switch (c) {
@@ -411,6 +428,7 @@ struct Printer {
       case Kind::Module: out += "#<module>"; return;
       case Kind::Optimizer: out += "#<optimizer>"; return;
       case Kind::Foreign: {
+        if (ForeignPrinter fp = foreignPrinterFor(v.as<Foreign>()->destroy)) return fp(out, v, write);
         out += "#<";
         Value n = v.as<Foreign>()->typeName;
         if (n.is(Kind::Symbol)) out += symbolName(n);
@@ -460,6 +478,20 @@ std::string toDisplayString(Value v) {
   std::string s;
   printValue(s, v, false);
   return s;
+}
+
+void setForeignPrinter(void (*destroy)(void*), ForeignPrinter printer) {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  int n = gForeignPrinterCount.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; i++)
+    if (gForeignPrinters[i].destroy == destroy) {
+      gForeignPrinters[i].printer = printer;
+      return;
+    }
+  if (n == int(sizeof(gForeignPrinters) / sizeof(gForeignPrinters[0]))) return;
+  gForeignPrinters[n] = {destroy, printer};
+  gForeignPrinterCount.store(n + 1, std::memory_order_release);
 }
 
 void printNumber(std::string& out, Value v, int radix) { out += numberToString(v, radix); }

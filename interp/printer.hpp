@@ -15,4 +15,9 @@ std::string toWriteStringBounded(Value v, size_t maxChars = 1000);
 void printNumber(std::string& out, Value v, int radix = 10);
 std::string formatFlonum(double d);
 
+// How Foreign cells whose destroy function is `destroy` print (e.g. a Python object by its
+// repr); others print as #<type-name>.
+using ForeignPrinter = void (*)(std::string& out, Value v, bool write);
+void setForeignPrinter(void (*destroy)(void*), ForeignPrinter printer);
+
 }  // namespace purple

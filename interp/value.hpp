@@ -233,6 +233,9 @@ struct EofObject : Object {};
 
 // Any host C++ object: the GC runs its destructor through `destroy`. Tensors, modules and
 // optimizers are specialisations of the same mechanism.
+// Foreign::flags & kForeignCallable: applying the object calls it with ordinary arguments (a
+// Python callable), so `procedure?` is true and map, for-each, sort ... accept it.
+constexpr uint8_t kForeignCallable = 2;
 struct Foreign : Object {
   void* ptr;
   void (*destroy)(void*);
@@ -260,6 +263,7 @@ inline bool isProcedure(Value v) {
   switch (v.obj()->kind) {
     case Kind::Closure: case Kind::Primitive: case Kind::Continuation: case Kind::Parameter:
     case Kind::CaseLambda: case Kind::Module: return true;
+    case Kind::Foreign: return v.obj()->flags & kForeignCallable;
     default: return false;
   }
 }

@@ -428,6 +428,9 @@ void registerTensorCreation(Registry& r) {
         "The device of X as a string: \"cpu\", \"cuda:0\" ...");
   r.def("tensor-element-size", "(x)", [](const at::Tensor& x) { return int64_t(x.element_size()); },
         "The size of one element of X in bytes.");
+  r.def("tensor-data-ptr", "(x)", [](const at::Tensor& x) { return int64_t(reinterpret_cast<intptr_t>(x.data_ptr())); },
+        "The address of X's first element, as an integer: two tensors sharing memory from the same element have "
+        "the same one (Tensor.data_ptr() in PyTorch).");
   r.def("tensor-floating-point?", "(x)", [](const at::Tensor& x) { return x.is_floating_point(); },
         "#t when X has a floating-point dtype.");
   r.def("tensor-contiguous?", "(x)", [](const at::Tensor& x) { return x.is_contiguous(); },
