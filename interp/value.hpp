@@ -321,6 +321,7 @@ Value gensym(std::string_view prefix);
 Value listFromArray(const Value* items, size_t n, Value tail = Value::nil());
 size_t listLength(Value list);        // -1 (SIZE_MAX) for improper or circular lists
 inline bool isList(Value v) { return listLength(v) != SIZE_MAX; }
+bool isCircularList(Value v);         // its cdrs come back to a pair (improper tails are fine)
 Value reverseList(Value list);
 
 // UTF-8 helpers (strings.cpp)

@@ -390,7 +390,10 @@ void registerAutograd(Registry& r) {
   r.def("inference-mode?", "()", []() { return c10::InferenceMode::is_enabled(); },
         "True inside inference-mode.");
   r.def("set-detect-anomaly!", "(flag :key (check-nan #t))",
-        [](bool flag, bool checkNan) { ag::AnomalyMode::set_enabled(flag, checkNan); },
+        [](bool flag, bool checkNan) {
+          requireProcessAccess("set-detect-anomaly!");
+          ag::AnomalyMode::set_enabled(flag, checkNan);
+        },
         "Turns autograd anomaly detection on or off: when on, a backward function that produces NaN "
         "raises an error naming it (unless :check-nan #f). Slows backward down.");
   r.def("detect-anomaly?", "()", []() { return ag::AnomalyMode::is_enabled(); },

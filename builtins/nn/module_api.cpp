@@ -253,25 +253,6 @@ Value stateDictToValue(const std::vector<std::pair<std::string, at::Tensor>>& en
   return r;
 }
 
-void writeFileAtomically(const std::string& path, const char* data, size_t size, std::string_view who) {
-  requireFileAccess(who);
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throwError("file-error", std::string(who) + ": cannot open " + tmp + " for writing", cons(makeString(path), Value::nil()));
-    f.write(data, std::streamsize(size));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throwError("file-error", std::string(who) + ": writing " + tmp + " failed", cons(makeString(path), Value::nil()));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throwError("file-error", std::string(who) + ": cannot rename " + tmp + " to " + path, cons(makeString(path), Value::nil()));
-  }
-}
-
 int64_t reductionArg(const std::optional<std::string>& r, std::string_view who) {
   return r ? reductionFromName(lowerDash(*r), who) : at::Reduction::Mean;
 }

@@ -271,7 +271,7 @@ Value (*gPreviousApplyHook)(Interp&, Value, const Value*, int) = nullptr;
 Value moduleApplyHook(Interp& in, Value fn, const Value* argv, int argc) {
   if (isModule(fn)) return callModule(in, moduleArg(fn, "apply", 0), argv, argc);
   if (gPreviousApplyHook) return gPreviousApplyHook(in, fn, argv, argc);
-  throwError("type-error", "attempt to call a non-procedure: " + toWriteString(fn), listFromArray(&fn, 1));
+  throwError("type-error", "attempt to call a non-procedure:", listFromArray(&fn, 1));
 }
 
 }  // namespace

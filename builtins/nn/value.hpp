@@ -13,6 +13,7 @@
 // torch::optim::Optimizer, so files that only pass modules around do not pay for <torch/nn.h>.
 #pragma once
 #include "interp/bind.hpp"
+#include "interp/file_io.hpp"   // writeFileAtomically, for the state-dict and checkpoint writers
 #include <functional>
 #include <memory>
 #include <string>
@@ -140,7 +141,5 @@ void loadModuleStateDict(torch::nn::Module& m, const std::vector<std::pair<std::
 // A state dict given as Purple data: an alist or a hash table of name -> tensor.
 std::vector<std::pair<std::string, at::Tensor>> stateDictFromValue(Value v, std::string_view who);
 Value stateDictToValue(const std::vector<std::pair<std::string, at::Tensor>>& entries);
-// Atomic file write: writes to PATH.tmp-PID then renames over PATH.
-void writeFileAtomically(const std::string& path, const char* data, size_t size, std::string_view who);
 
 }  // namespace purple

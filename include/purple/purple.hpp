@@ -169,7 +169,7 @@ class Exit : public Error {
 
 struct Limits {
   bool allowFiles = true;           // open-*-file, load, include, import, save/load of state ...
-  bool allowProcess = true;         // exit, emergency-exit, command-line
+  bool allowProcess = true;         // exit, command-line, stdin, process-wide settings (docs/embedding.md)
   bool allowEnvironment = true;     // get-environment-variable(s)
   int64_t maxSteps = 0;             // procedure calls per API call (eval/load/call); 0: unlimited
   double maxSeconds = 0;            // wall-clock seconds per API call; 0: unlimited
