@@ -20,6 +20,13 @@ void registerAllBuiltins(Interp& in) {
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
       {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSerialize},
       {"data", registerData}, {"data", registerDataIO}, {"metrics", registerMetrics},
+      {"display", registerImages}, {"display", registerHtml},
+#ifdef PURPLE_HAVE_PLOT
+      {"plot", registerPlot},
+#endif
+#ifdef PURPLE_HAVE_TENSORBOARD
+      {"tensorboard", registerTensorBoard},
+#endif
   };
   for (const auto& f : families) {
     Registry r(in, f.name);

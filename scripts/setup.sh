@@ -5,3 +5,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh"
 "$root/build/purple" "$root/examples/demo.purple"
+# The Jupyter kernel, for this user (built when xeus-dev is installed, which install-deps.sh does).
+if [ -x "$root/build/purple-kernel" ]; then "$root/build/purple" --install-kernel; fi
