@@ -27,6 +27,11 @@ void registerAllBuiltins(Interp& in) {
 #ifdef PURPLE_HAVE_TENSORBOARD
       {"tensorboard", registerTensorBoard},
 #endif
+#ifdef PURPLE_HAVE_DISTRIBUTED
+      {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},
+      {"distributed", registerDistHandles}, {"distributed", registerDistObjects},
+      {"distributed", registerDistDataParallel}, {"distributed", registerDistSampler},
+#endif
   };
   for (const auto& f : families) {
     Registry r(in, f.name);

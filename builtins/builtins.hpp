@@ -52,5 +52,12 @@ void registerImages(Registry& r);         // tensor->png, save-png, image-grid
 void registerHtml(Registry& r);           // tensor->html
 void registerPlot(Registry& r);           // %plot-render (PLplot), when built with PLplot
 void registerTensorBoard(Registry& r);    // summary-writer, add-scalar ..., when built with protobuf
+// distributed training (builtins/distributed/; when built with c10d + Gloo: PURPLE_HAVE_DISTRIBUTED)
+void registerDistGroups(Registry& r);       // dist-init, ranks, sub-groups, dist-destroy
+void registerDistCollectives(Registry& r);  // collectives on tensors
+void registerDistHandles(Registry& r);      // async handles: dist-wait
+void registerDistObjects(Registry& r);      // collectives on Purple values
+void registerDistDataParallel(Registry& r); // distributed-data-parallel, no-sync
+void registerDistSampler(Registry& r);      // the distributed sampler's shards
 
 }  // namespace purple

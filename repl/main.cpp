@@ -7,6 +7,7 @@
 // arena (callgrind, 4x4 matmul + relu).
 #include "repl/figures.hpp"
 #include "repl/install_kernel.hpp"
+#include "launcher/handoff.hpp"
 #include "repl/repl.hpp"
 #include <purple/purple.hpp>
 #include <cstdio>
@@ -28,6 +29,7 @@ const char* kUsage =
     "  -I DIR          add DIR to the library search path (for import)\n"
     "  --install-kernel [--user|--system|--prefix DIR]\n"
     "                  register the Jupyter kernel (purple-kernel) for this user or everybody\n"
+    "  --nproc-per-node N SCRIPT ARGS...   run SCRIPT as N ranks of a distributed job (purple-run --help)\n"
     "  --help          show this help\n"
     "  --version       show the Purple and LibTorch versions and whether CUDA is available\n"
     "environment: PURPLE_TENSOR_GC_THRESHOLD (bytes of new tensor storage between collections),\n"
@@ -142,6 +144,7 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (purple::launcher::isLauncherCommandLine(argc, argv)) return purple::launcher::handOffToLauncher(argc, argv);
   std::vector<std::string> args;
   for (int i = 1; i < argc; i++) args.emplace_back(argv[i]);
   finish(purple::runOnLargeStack([&] { return run(args); }));

@@ -1,7 +1,7 @@
 """Fashion-MNIST MLP epoch, python3-torch side (same work as mlp.purple).
 784-128-10 MLP (Linear, ReLU, Linear) on logits, cross-entropy, Adam lr 1e-3, batch 64,
 shuffled, one epoch over the 60,000 training images; gradients cleared to None each step.
-Run: /usr/bin/python3 bench/train/mlp.py THREADS [index|dataloader] [LIMIT]
+Run: /usr/bin/python3 bench/train/mlp.py THREADS [index|dataloader] [LIMIT [STEPS]]
   index:      batches cut with a random permutation and tensor indexing (default)
   dataloader: torch.utils.data.DataLoader over a TensorDataset (the tutorial way)
 Prints "WORK ...", "RESULT mlp-epoch seconds mean-loss" (the epoch only, not loading),
@@ -18,7 +18,8 @@ import torch.nn.functional as F
 
 threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 mode = sys.argv[2] if len(sys.argv) > 2 else "index"
-limit = int(sys.argv[3]) if len(sys.argv) > 3 else None
+limit = int(sys.argv[3]) if len(sys.argv) > 3 and int(sys.argv[3]) > 0 else None
+max_steps = int(sys.argv[4]) if len(sys.argv) > 4 else None   # for bench/train/counts.py
 torch.set_num_threads(threads)
 torch.set_flush_denormal(True)
 torch.manual_seed(0)
@@ -72,6 +73,8 @@ for x, y in batches():
     opt.step()
     total += loss.item()
     steps += 1
+    if steps == max_steps:
+        break
 t1 = time.perf_counter()
 c1 = time.process_time()
 print(f"RESULT mlp-epoch {t1 - t0:.9f} {total / steps:.3f}", flush=True)
