@@ -25,6 +25,17 @@ nl::json tracebackOf(const Error& e) {
   return lines;
 }
 
+// The execute_reply of an error, built here: xeus 2.4's create_error_reply puts its ename in
+// "evalue" and its evalue in "ename".
+nl::json errorReply(const std::string& ename, const std::string& evalue, const nl::json& traceback) {
+  nl::json reply;
+  reply["status"] = "error";
+  reply["ename"] = ename;
+  reply["evalue"] = evalue;
+  reply["traceback"] = traceback;
+  return reply;
+}
+
 bool blank(const std::string& code) { return code.find_first_not_of(" \t\r\n") == std::string::npos; }
 
 std::string base64(const std::string& bytes) {
@@ -168,17 +179,17 @@ nl::json PurpleKernel::execute_request_impl(int executionCount, const std::strin
                             "; the kernel goes on (restart it from the notebook's Kernel menu)";
       nl::json trace = nl::json::array({"\x1b[0;31mExit\x1b[0m: " + message});
       if (!silent) publish_execution_error("exit", message, trace);
-      reply = xeus::create_error_reply("exit", message, trace);
+      reply = errorReply("exit", message, trace);
     } catch (const Error& e) {
       out.flush();
       err.flush();
       nl::json trace = tracebackOf(e);
       if (!silent) publish_execution_error(e.kind(), e.what(), trace);
-      reply = xeus::create_error_reply(e.kind(), e.what(), trace);
+      reply = errorReply(e.kind(), e.what(), trace);
     }
   } catch (const std::exception& e) {
     // Only the kernel's own machinery can fail here (a notebook message it could not send).
-    reply = xeus::create_error_reply("kernel-error", e.what(), nl::json::array({e.what()}));
+    reply = errorReply("kernel-error", e.what(), nl::json::array({e.what()}));
   }
   executing_.store(false);
   interp_->cancelInterrupt();   // an interrupt that came as the cell ended

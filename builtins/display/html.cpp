@@ -2,6 +2,7 @@
 // abbreviated as PyTorch abbreviates long tensors (the first and last rows and columns around
 // an ellipsis), so a million-element tensor is a small table.
 #include "builtins/builtins.hpp"
+#include "interp/tensor_value.hpp"
 #include <ATen/ATen.h>
 #include <cmath>
 #include <cstdio>
@@ -85,7 +86,7 @@ std::string table2d(const at::Tensor& m, int64_t edge, const Formatter& fmt) {
 
 std::string tensorHtml(const at::Tensor& t0, int64_t edge) {
   at::Tensor t = t0.detach();
-  std::string caption = "tensor " + escapeHtml(c10::str(t.scalar_type())) + " [";
+  std::string caption = "tensor " + escapeHtml(std::string(symbolName(scalarTypeToValue(t.scalar_type())))) + " [";
   for (int64_t i = 0; i < t.dim(); i++) caption += (i ? " " : "") + std::to_string(t.size(i));
   caption += "]";
   if (!t.device().is_cpu()) caption += " " + escapeHtml(t.device().str());

@@ -133,7 +133,7 @@ class Drawing {
     const uint8_t* data = px.data_ptr<uint8_t>();
     if (c == 1) {
       std::vector<PLFLT> column(size_t(w * h));
-      std::vector<PLFLT*> rows(size_t(w));
+      std::vector<PLFLT*> rows(static_cast<size_t>(w));
       for (int64_t i = 0; i < w; i++) {
         rows[size_t(i)] = &column[size_t(i * h)];
         for (int64_t j = 0; j < h; j++) rows[size_t(i)][j] = data[(h - 1 - j) * w + i];
