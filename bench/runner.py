@@ -16,8 +16,12 @@ its timed region (start-up excluded); the runner parses those lines and checks t
 agree on the checksum (the same work was done).
 
 Options: --quick (small sizes, 1 repetition, results in <date>-quick.md, README untouched unless
---readme), --reps N, --threads N (LibTorch/OpenMP threads on every side; default 1),
---only a,b (workload groups: dispatch mlp cnn interp startup), --no-build, --readme/--no-readme.
+--readme), --reps N, --threads A,B (LibTorch/OpenMP threads on every side: the training
+workloads run at each count, the others at the first; default 1,nproc), --only a,b (workload
+groups: dispatch mlp cnn counts interp startup; `counts` is bench/train/counts.py: page faults
+and mmap/munmap/... calls per training step at each thread count), --no-build, --readme/--no-readme,
+--r7rs PATH (also the r7rs-benchmarks suite from a local copy at PATH, on Purple, chibi-scheme and
+Guile 3 -O3, by bench/r7rs/run.py: results in <date>-r7rs.md).
 """
 import argparse
 import datetime
@@ -132,11 +136,16 @@ def build_guile():
 class Case:
     """One program run: IMPL (a column) runs ARGV; GROUP names the workload group."""
 
-    def __init__(self, group, impl, argv, env=None, rss=False, repeat=1, wall=None):
+    def __init__(self, group, impl, argv, env=None, rss=False, repeat=1, wall=None, suffix=""):
         self.group, self.impl, self.argv, self.env = group, impl, argv, env
+        self.suffix = suffix    # appended to the metrics it reports ("@2t": at 2 threads)
         self.rss = rss          # wrap in /usr/bin/time -f %M
         self.repeat = repeat    # for wall-clock cases: runs per repetition
         self.wall = wall        # name of a wall-clock metric (start-up): the whole process is timed
+
+
+def thread_env(t):
+    return {k: str(t) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
 def cases(args, sizes, cxx):
@@ -149,15 +158,19 @@ def cases(args, sizes, cxx):
         out += [Case("dispatch", "purple", p("dispatch/dispatch.purple", n, t)),
                 Case("dispatch", "c++", [cxx, n, t]),
                 Case("dispatch", "python", py("dispatch/dispatch.py", n, t))]
-    if "mlp" in args.only:
-        lim = [str(sizes["mlp"])] if sizes["mlp"] else []
-        out += [Case("mlp", "purple", p("train/mlp.purple", t, *lim), rss=True),
-                Case("mlp", "python", py("train/mlp.py", t, "index", *lim), rss=True),
-                Case("mlp", "python-dataloader", py("train/mlp.py", t, "dataloader", *lim), rss=True)]
-    if "cnn" in args.only:
-        s = str(sizes["cnn"])
-        out += [Case("cnn", "purple", p("train/cnn.purple", t, s)),
-                Case("cnn", "python", py("train/cnn.py", t, s))]
+    for tn in args.thread_counts:
+        # Each training workload at every thread count (1 and nproc by default), as its own metrics.
+        t, e, sfx = str(tn), thread_env(tn), "@%dt" % tn
+        if "mlp" in args.only:
+            lim = [str(sizes["mlp"])] if sizes["mlp"] else []
+            out += [Case("mlp", "purple", p("train/mlp.purple", t, *lim), rss=True, env=e, suffix=sfx),
+                    Case("mlp", "python", py("train/mlp.py", t, "index", *lim), rss=True, env=e, suffix=sfx),
+                    Case("mlp", "python-dataloader", py("train/mlp.py", t, "dataloader", *lim), rss=True, env=e,
+                         suffix=sfx)]
+        if "cnn" in args.only:
+            s = str(sizes["cnn"])
+            out += [Case("cnn", "purple", p("train/cnn.purple", t, s), env=e, suffix=sfx),
+                    Case("cnn", "python", py("train/cnn.py", t, s), env=e, suffix=sfx)]
     if "interp" in args.only:
         scm = os.path.join(BENCH, "interp", "interp.scm")
         for w, size in sizes["interp"].items():
@@ -214,21 +227,21 @@ def run_case(case, env, samples, works, checks, errors):
         for line in r.stdout.splitlines():
             m = RESULT.match(line)
             if m:
-                name, secs, check = m.group(1), float(m.group(2)), m.group(3).strip()
+                name, secs, check = m.group(1) + case.suffix, float(m.group(2)), m.group(3).strip()
                 samples.setdefault((name, case.impl), []).append(secs)
                 checks.setdefault((name, case.impl), check)
             elif line.startswith("WORK "):
-                name = line[5:].split(":", 1)[0]
+                name = line[5:].split(":", 1)[0] + case.suffix
                 works.setdefault((name, case.impl), line[5:].split(":", 1)[1].strip())
             elif line.startswith("CPU "):
                 f = line.split()
-                samples.setdefault((f[1] + "@cpu", case.impl), []).append(float(f[2]))
+                samples.setdefault((f[1] + case.suffix + "@cpu", case.impl), []).append(float(f[2]))
             elif line.startswith("RSS "):
-                samples.setdefault(("rss-inproc", case.impl), []).append(float(line.split()[1]))
+                samples.setdefault(("rss-inproc" + case.suffix, case.impl), []).append(float(line.split()[1]))
         if rssfile:
             try:
                 kb = float(open(rssfile).read().strip().splitlines()[-1])
-                samples.setdefault(("rss", case.impl), []).append(kb * 1024)
+                samples.setdefault(("rss" + case.suffix, case.impl), []).append(kb * 1024)
             except (ValueError, IndexError):
                 pass
             os.unlink(rssfile)
@@ -243,24 +256,40 @@ IMPL_NAMES = {
     "guile-eval": "Guile 3 (interpreted)", "guile": "Guile 3 (compiled)",
 }
 
-# (metric, label, unit, scale, [(other impl, goal, stretch)])
+# (metric, label, unit, scale, [(other impl, goal, stretch)]); the training rows are
+# expanded per thread count (training_rows).
+TRAINING_ROWS = [
+    ("mlp-epoch", "Fashion-MNIST MLP epoch, {t} thread(s)", "s", 1,
+     [("python", "1.0", None), ("python-dataloader", None, None)]),
+    ("rss", "peak RSS, MLP epoch process, {t} thread(s)", "MB", 1 / 1e6,
+     [("python", "1.0", None), ("python-dataloader", None, None)]),
+    ("cnn-step", "small CNN training step (batch 64), {t} thread(s)", "ms", 1e3, [("python", "1.0", None)]),
+]
 ROWS = [
     ("add", "dispatch: `(tensor-add x 1)`, 2 elements", "µs/iter", "per-iter",
      [("c++", "1.10", None), ("python", "0.8", None)]),
     ("matmul-relu", "dispatch: 4×4 matmul + relu", "µs/iter", "per-iter",
      [("c++", "1.10", None), ("python", "0.8", None)]),
-    ("mlp-epoch", "Fashion-MNIST MLP epoch", "s", 1,
-     [("python", "1.0", None), ("python-dataloader", None, None)]),
-    ("rss", "peak RSS, MLP epoch process", "MB", 1 / 1e6,
-     [("python", "1.2", None), ("python-dataloader", None, None)]),
-    ("cnn-step", "small CNN training step (batch 64)", "ms", 1e3, [("python", None, None)]),
-    ("fib", "fib {fib}", "s", 1, [("cpython", "1.0", "0.7"), ("guile-eval", None, None), ("guile", None, None)]),
+    "training",
+    # fib: issue 17's goal (issue 7's was 1.0, stretch 0.7)
+    ("fib", "fib {fib}", "s", 1, [("cpython", "0.5", None), ("guile-eval", None, None), ("guile", None, None)]),
     ("tak", "tak 18 12 6 ×{tak}", "s", 1, [("cpython", None, None), ("guile-eval", None, None), ("guile", None, None)]),
     ("list", "build + sum a {list}-element list ×5", "s", 1, [("cpython", None, None), ("guile-eval", None, None), ("guile", None, None)]),
     ("closure", "closure-heavy map ×{closure}", "s", 1, [("cpython", None, None), ("guile-eval", None, None), ("guile", None, None)]),
     ("symbol-hash", "hash table of {symbol-hash} symbol keys", "s", 1, [("cpython", None, None), ("guile-eval", None, None), ("guile", None, None)]),
     ("startup", "start-up: `purple -e 1` vs `python3 -c \"import torch\"`", "s", 1, [("python", "0.5", None)]),
 ]
+
+
+def all_rows(thread_counts):
+    rows = []
+    for r in ROWS:
+        if r == "training":
+            for t in thread_counts:
+                rows += [("%s@%dt" % (m, t), label.replace("{t}", str(t)), u, sc, o) for m, label, u, sc, o in TRAINING_ROWS]
+        else:
+            rows.append(r)
+    return rows
 
 
 def fmt(x):
@@ -286,11 +315,11 @@ def same_check(a, b):
         return a == b
 
 
-def build_table(samples, checks, errors, sizes, quick):
+def build_table(samples, checks, errors, sizes, quick, thread_counts):
     lines = ["| workload | unit | Purple | vs | other | Purple ÷ other | goal | result |",
              "|---|---|--:|---|--:|--:|---|---|"]
     summary = []
-    for metric, label, unit, scale, others in ROWS:
+    for metric, label, unit, scale, others in all_rows(thread_counts):
         label = label.format(**sizes["interp"])
         ps = samples.get((metric, "purple"))
         if metric in ("add", "matmul-relu"):
@@ -328,11 +357,11 @@ def build_table(samples, checks, errors, sizes, quick):
     return lines, summary
 
 
-def cpu_table(samples, sizes):
+def cpu_table(samples, sizes, thread_counts):
     """The same comparisons on processor time (all threads of the process) of the timed region."""
     lines = ["| workload | unit | Purple CPU | vs | other CPU | Purple ÷ other (CPU) | Purple ÷ other (wall) |",
              "|---|---|--:|---|--:|--:|--:|"]
-    for metric, label, unit, scale, others in ROWS:
+    for metric, label, unit, scale, others in all_rows(thread_counts):
         ps = samples.get((metric + "@cpu", "purple"))
         if not ps:
             continue
@@ -365,6 +394,7 @@ def goal_line(summary):
 
 
 def metric_group(metric):
+    metric = metric.split("@")[0]
     return {"add": "dispatch", "matmul-relu": "dispatch", "mlp-epoch": "mlp", "rss": "mlp",
             "cnn-step": "cnn", "startup": "startup"}.get(metric, "interp")
 
@@ -408,18 +438,21 @@ def versions():
     return v
 
 
-def write_results(args, sizes, samples, checks, works, errors, info, vers, load0, load1, build_state, started):
+def write_results(args, sizes, samples, checks, works, errors, info, vers, load0, load1, build_state, started,
+                  counts_md=None):
     date = started.strftime("%Y-%m-%d")
     os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
     name = date + ("-quick" if args.quick else "") + ".md"
     path = os.path.join(BENCH, "results", name)
-    table, summary = build_table(samples, checks, errors, sizes, args.quick)
+    table, summary = build_table(samples, checks, errors, sizes, args.quick, args.thread_counts)
     md = []
     md.append("# Benchmarks, %s%s" % (started.strftime("%Y-%m-%d %H:%M UTC"), " (quick run: small sizes)" if args.quick else ""))
     md.append("")
     md.append("Command: `%s` · medians of %d run(s) per cell, interleaved "
-              "(every repetition runs every workload on every side) · %d LibTorch/OpenMP thread(s) on "
-              "every side · flush-denormal on every side." % (" ".join(["bash bench/run.sh"] + args.argv), args.reps, args.threads))
+              "(every repetition runs every workload on every side) · LibTorch/OpenMP threads on every side: "
+              "training at %s, the rest at %d · flush-denormal on every side." % (
+                  " ".join(["bash bench/run.sh"] + args.argv), args.reps,
+                  " and ".join(map(str, args.thread_counts)), args.threads))
     md.append("")
     md.extend(table)
     md.append("")
@@ -445,8 +478,13 @@ def write_results(args, sizes, samples, checks, works, errors, info, vers, load0
               "and data-loader threads count). CPU time is less disturbed than wall time when other work "
               "shares the machine; the goals above are judged on wall time.")
     md.append("")
-    md.extend(cpu_table(samples, sizes))
+    md.extend(cpu_table(samples, sizes, args.thread_counts))
     md.append("")
+    if counts_md:
+        md.append("## Memory traffic and thread activity per training step")
+        md.append("")
+        md.extend(counts_md)
+        md.append("")
     md.append("## Same work on each side")
     md.append("")
     md.append("What each program reported doing (its `WORK` line), and whether the checksums agree:")
@@ -500,10 +538,11 @@ def update_readme(path, table, summary, info, vers, load0, args, started):
              "python3-torch, CPython 3.11 and Guile 3 (5 interleaved repetitions; `--quick` for a smoke run), and "
              "writes a dated table to `bench/results/`. Ratios are Purple ÷ other (lower is better for Purple); "
              "goals are from issue 7. No timing is asserted in the test suite.", "",
-             "Latest run (%s; %s cores, %s, %s; load average %s; %d thread(s) on every side; "
-             "full details and the work each side did: [%s](%s)):" % (
+             "Latest run (%s; %s cores, %s, %s; load average %s; training at %s thread(s), the rest at %d, "
+             "on every side; full details, the work each side did and the page faults and mmap/munmap calls "
+             "per training step: [%s](%s)):" % (
                  started.strftime("%Y-%m-%d"), info["cores"], info["cpu"], info["memory"], load0,
-                 args.threads, rel, rel), ""]
+                 " and ".join(map(str, args.thread_counts)), args.threads, rel, rel), ""]
     block += table
     block += ["", goal_line(summary), "", "Profiles of where Purple falls short: `bench/results/*-profile.md`.", "<!-- bench:end -->"]
     new = "\n".join(block)
@@ -514,21 +553,44 @@ def update_readme(path, table, summary, info, vers, load0, args, started):
     open(readme, "w").write(text)
 
 
+def measure_counts(args, env):
+    """bench/train/counts.py at every thread count: deterministic per-step counts (page faults,
+    mmap/munmap/brk/madvise, futex calls, ...), which machine load does not blur as it does timings."""
+    sys.path.insert(0, os.path.join(BENCH, "train"))
+    import counts
+    steps = (20, 60) if args.quick else (100, 300)
+    result, err = counts.measure(PURPLE, args.thread_counts, steps, {"mlp", "cnn"}, env=env, log=log)
+    if err:
+        return ["Not measured: " + err + "."]
+    return ["Per training step after warm-up: (count at %d steps − count at %d steps) / %d, from `perf stat` "
+            "(`bench/train/counts.py --threads %s --steps %d,%d`)." % (
+                steps[1], steps[0], steps[1] - steps[0], ",".join(map(str, args.thread_counts)), *steps),
+            ""] + counts.table(result)
+
+
 # ---------------------------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes, 1 repetition")
     ap.add_argument("--reps", type=int, help="repetitions (default 5; 1 with --quick)")
-    ap.add_argument("--threads", type=int, default=1, help="LibTorch/OpenMP threads on every side (default 1)")
-    ap.add_argument("--only", default="dispatch,mlp,cnn,interp,startup", help="workload groups to run")
+    ap.add_argument("--threads", default="1,%d" % (os.cpu_count() or 1),
+                    help="LibTorch/OpenMP threads on every side: training runs at each, the rest at the "
+                         "first (default 1,nproc)")
+    ap.add_argument("--only", default="dispatch,mlp,cnn,counts,interp,startup", help="workload groups to run")
     ap.add_argument("--no-build", action="store_true", help="measure the existing build/purple")
     ap.add_argument("--build-wait", type=int, default=300, help="seconds to wait for another build")
+    ap.add_argument("--r7rs", metavar="PATH", help="also run r7rs-benchmarks from this local copy (bench/r7rs/run.py)")
     ap.add_argument("--readme", dest="readme", action="store_true", default=None)
     ap.add_argument("--no-readme", dest="readme", action="store_false")
     args = ap.parse_args()
     args.argv = sys.argv[1:]
     args.only = set(args.only.split(","))
+    args.thread_counts = []
+    for x in args.threads.split(","):
+        if int(x) not in args.thread_counts:
+            args.thread_counts.append(int(x))
+    args.threads = args.thread_counts[0]
     if args.reps is None:
         args.reps = 1 if args.quick else 5
     if args.readme is None:
@@ -548,8 +610,7 @@ def main():
     build_guile()
 
     env = dict(os.environ)
-    for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[k] = str(args.threads)
+    env.update(thread_env(args.threads))
     env.pop("PURPLE_GC_STRESS", None)
     env["LD_LIBRARY_PATH"] = snap + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
 
@@ -572,12 +633,21 @@ def main():
             for c in cs[k:] + cs[:k]:
                 log("bench: rep %d/%d: %s %s" % (rep + 1, args.reps, c.impl, " ".join(os.path.basename(a) for a in c.argv[:3])))
                 run_case(c, env, samples, works, checks, errors)
+    counts_md = None
+    if "counts" in args.only:
+        counts_md = measure_counts(args, env)
     load1 = " ".join(open("/proc/loadavg").read().split()[:3])
 
     path, table, summary, info, vers = write_results(args, sizes, samples, checks, works, errors, info, vers,
-                                                     load0, load1, build_state, started)
+                                                     load0, load1, build_state, started, counts_md)
     if args.readme:
         update_readme(path, table, summary, info, vers, load0, args, started)
+    if args.r7rs:
+        r7 = os.path.join(BENCH, "results", started.strftime("%Y-%m-%d") + ("-quick" if args.quick else "") + "-r7rs.md")
+        log("bench: r7rs-benchmarks from %s -> %s" % (args.r7rs, os.path.relpath(r7, ROOT)))
+        subprocess.run([PY, os.path.join(BENCH, "r7rs", "run.py"), "--suite", args.r7rs, "--purple", PURPLE,
+                        "--reps", str(min(args.reps, 3)), "--size", "quick" if args.quick else "full", "--out", r7],
+                       env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     print("\n".join(table))
     print()
     print("uptime:", sh(["uptime"]).stdout.strip())

@@ -1,7 +1,9 @@
 #include "launcher/options.hpp"
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
+#include <unistd.h>
 
 namespace purple::launcher {
 
@@ -10,7 +12,8 @@ const char* kUsage =
     "       purple --nproc-per-node N [options] SCRIPT [ARGS...]\n"
     "Starts the ranks of a distributed job, each `purple SCRIPT ARGS...` with torchrun's environment\n"
     "(RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT ...), so that (dist-init) joins them.\n"
-    "  --nproc-per-node N     ranks on this machine (default 1)\n"
+    "  --nproc-per-node N     ranks on this machine (default 1); also cpu (one per core), gpu (one per\n"
+    "                         visible GPU), auto (gpu when there are GPUs, else cpu)\n"
     "  --nnodes N             machines in the job (default 1)\n"
     "  --node-rank R          this machine's index, 0..nnodes-1 (default 0)\n"
     "  --master-addr HOST     the machine of rank 0, reachable from every machine (default 127.0.0.1)\n"
@@ -37,6 +40,41 @@ int toInt(const std::string& flag, const std::string& v, int low, int high) {
     throw std::runtime_error(m.str());
   }
   return int(x);
+}
+
+// GPUs this process may use, without loading CUDA: CUDA_VISIBLE_DEVICES when set, else the
+// /dev/nvidiaN device files.
+int visibleGpus() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::stringstream ss(v);
+    std::string part;
+    int n = 0;
+    while (std::getline(ss, part, ','))
+      if (!part.empty() && part != "-1") n++;
+    return n;
+  }
+  int n = 0;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    std::string name = e.path().filename().string();
+    if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
+        name.find_first_not_of("0123456789", 6) == std::string::npos)
+      n++;
+  }
+  return n;
+}
+
+// torchrun's --nproc-per-node values: a number, "cpu" (one rank per core), "gpu" (one per GPU),
+// "auto" (one per GPU when there are GPUs, else one per core).
+int nprocValue(const std::string& flag, const std::string& v) {
+  if (v == "cpu" || v == "auto" || v == "gpu") {
+    int gpus = v == "cpu" ? 0 : visibleGpus();
+    if (v == "gpu" && gpus == 0) throw std::runtime_error(flag + " gpu: this machine has no visible GPU");
+    if (gpus > 0) return gpus;
+    long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 ? int(cores) : 1;
+  }
+  return toInt(flag, v, 1, 4096);
 }
 
 std::string canonical(std::string flag) {
@@ -75,7 +113,7 @@ Options parseOptions(const std::vector<std::string>& args) {
     if (flag == "-h" || flag == "--help") {
       o.help = true;
     } else if (flag == "--nproc-per-node") {
-      o.nprocPerNode = toInt(flag, next(), 1, 4096);
+      o.nprocPerNode = nprocValue(flag, next());
     } else if (flag == "--nnodes") {
       std::string v = next();
       auto colon = v.find(':');   // torchrun's MIN:MAX: only fixed sizes here
@@ -115,8 +153,10 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.purple = next();
     } else if (flag == "--max-restarts") {
       if (toInt(flag, next(), 0, 1000) != 0) throw std::runtime_error("--max-restarts: restarting ranks is not supported");
-    } else if (flag == "--rdzv-backend" || flag == "--rdzv-id" || flag == "--run-id" || flag == "--monitor-interval") {
-      next();   // accepted for torchrun command lines; ranks meet at MASTER_ADDR:MASTER_PORT
+    } else if (flag == "--rdzv-backend" || flag == "--rdzv-id" || flag == "--run-id" || flag == "--monitor-interval" ||
+               flag == "--rdzv-conf" || flag == "--start-method" || flag == "--role") {
+      next();   // accepted for torchrun command lines; ranks meet at MASTER_ADDR:MASTER_PORT, and
+                // the others concern torchrun's agent (how Python starts workers, a label)
     } else if (flag == "--rdzv-endpoint") {
       std::string v = next();
       auto colon = v.rfind(':');

@@ -51,6 +51,13 @@ check "--local-ranks-filter shows one rank" "$([ "$(grep -c 'hello from rank 1' 
   sh -c 'echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT"' > "$tmp/out" 2>&1
 check "the second machine's ranks (--no-purple runs a program as is)" \
   "$([ "$(sort "$tmp/out" | tr '\n' '|')" = "2 0 4 2 1 10.0.0.1 29500|3 1 4 2 1 10.0.0.1 29500|" ]; echo $?)" "$(cat "$tmp/out")"
+# torchrun's named --nproc-per-node values
+CUDA_VISIBLE_DEVICES= "$run" --nproc-per-node cpu --no-purple sh -c 'echo "$LOCAL_WORLD_SIZE"' > "$tmp/out" 2>&1
+check "--nproc-per-node cpu: one rank per core" "$([ "$(sort -u "$tmp/out")" = "$(nproc)" ] && [ "$(wc -l < "$tmp/out")" = "$(nproc)" ]; echo $?)" "$(cat "$tmp/out")"
+CUDA_VISIBLE_DEVICES=0,1,2 "$run" --nproc-per-node=auto --no-purple sh -c 'echo "$LOCAL_WORLD_SIZE"' > "$tmp/out" 2>&1
+check "--nproc-per-node auto: one rank per visible GPU" "$([ "$(sort -u "$tmp/out")" = 3 ] && [ "$(wc -l < "$tmp/out")" = 3 ]; echo $?)" "$(cat "$tmp/out")"
+CUDA_VISIBLE_DEVICES= "$run" --nproc-per-node gpu --no-purple true 2> "$tmp/err"; st=$?
+check "--nproc-per-node gpu without a GPU" "$([ $st = 2 ] && grep -q 'no visible GPU' "$tmp/err"; echo $?)" "status $st: $(cat "$tmp/err")"
 # two "machines" on this one: two launchers, --nnodes 2, two ranks each, one job of four ranks
 port=$(free_port)
 "$run" --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $port "$here/groups.purple" > "$tmp/node1" 2>&1 &
@@ -58,6 +65,11 @@ node1=$!
 "$run" --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $port "$here/groups.purple" > "$tmp/node0" 2>&1; st0=$?
 wait $node1; st1=$?
 check "a job over two launchers (--nnodes 2)" "$([ $st0 = 0 ] && [ $st1 = 0 ] && [ "$(cat "$tmp/node0" "$tmp/node1" | grep -c ' 0 failed')" = 4 ]; echo $?)" "$st0 $st1: $(cat "$tmp/node0" "$tmp/node1")"
+"$run" --nproc_per_node=2 --rdzv_backend=c10d --rdzv-conf timeout=60 --start_method spawn --role trainer --max_restarts 0 \
+  --monitor_interval 1 --no-purple sh -c 'echo "$RANK"' > "$tmp/out" 2>&1; st=$?
+check "torchrun's agent flags are accepted" "$([ $st = 0 ] && [ "$(sort "$tmp/out" | tr '\n' ' ')" = "0 1 " ]; echo $?)" "status $st: $(cat "$tmp/out")"
+"$run" --nproc-per-node 2 --redirects 3 --no-purple true 2> "$tmp/err"; st=$?
+check "--redirects is refused by name" "$([ $st = 2 ] && grep -q 'unknown option --redirects' "$tmp/err"; echo $?)" "status $st: $(cat "$tmp/err")"
 "$run" --help > "$tmp/out"; check "--help" "$(has "$tmp/out" "nproc-per-node")" "$(cat "$tmp/out")"
 "$run" --bogus x > /dev/null 2> "$tmp/err"; st=$?
 check "an unknown option" "$([ $st = 2 ] && grep -q 'unknown option --bogus' "$tmp/err"; echo $?)" "status $st"
