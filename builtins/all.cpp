@@ -23,6 +23,13 @@ void registerAllBuiltins(Interp& in) {
       {"nn", registerAveragedModels}, {"nn", registerSerialize},
       {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript},
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataIO}, {"metrics", registerMetrics},
+      {"display", registerImages}, {"display", registerHtml},
+#ifdef PURPLE_HAVE_PLOT
+      {"plot", registerPlot},
+#endif
+#ifdef PURPLE_HAVE_TENSORBOARD
+      {"tensorboard", registerTensorBoard},
+#endif
 #ifdef PURPLE_HAVE_DISTRIBUTED
       {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},
       {"distributed", registerDistHandles}, {"distributed", registerDistObjects},

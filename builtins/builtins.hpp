@@ -56,6 +56,11 @@ void registerDataIO(Registry& r);         // load-idx, load-csv
 void registerMetrics(Registry& r);        // accuracy, precision, recall, f1-score, confusion-matrix
 void registerAutograd(Registry& r);       // gradients, modes, hooks, custom functions
 
+// rich display, plots, TensorBoard (builtins/display, plot, tensorboard; prelude/38-display, 50-plot)
+void registerImages(Registry& r);         // tensor->png, save-png, image-grid
+void registerHtml(Registry& r);           // tensor->html
+void registerPlot(Registry& r);           // %plot-render (PLplot), when built with PLplot
+void registerTensorBoard(Registry& r);    // summary-writer, add-scalar ..., when built with protobuf
 // distributed training (builtins/distributed/; when built with c10d + Gloo: PURPLE_HAVE_DISTRIBUTED)
 void registerDistGroups(Registry& r);       // dist-init, ranks, sub-groups, dist-destroy
 void registerDistCollectives(Registry& r);  // collectives on tensors

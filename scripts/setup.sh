@@ -7,3 +7,5 @@ bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh"
 bash "$root/scripts/install.sh"   # under /usr/local: purple, libpurple, `import purple` for python3
 "$root/build/purple" "$root/examples/demo.purple"
+# The Jupyter kernel, for this user (built when xeus-dev is installed, which install-deps.sh does).
+if [ -x "$root/build/purple-kernel" ]; then "$root/build/purple" --install-kernel; fi

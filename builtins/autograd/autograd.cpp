@@ -334,6 +334,9 @@ void registerAutograd(Registry& r) {
   // ---- backward and grad ----
   r.def("backward", "(tensors :optional gradient :key retain-graph create-graph inputs)",
         [](Interp& in, Value tensors, Value gradient, Value retainGraph, bool createGraph, Value inputs) {
+          // A training loop makes few closure calls per step (the evaluator's safe points): an
+          // interrupt (Ctrl-C, the notebook's Interrupt) is noticed here, within one step.
+          if (in.interruptRequested_.load(std::memory_order_relaxed)) in.checkInterrupt();
           ag::variable_list ts = tensorsOf(tensors, "backward", 0, false);
           ag::variable_list gs;
           if (!gradient.isMissing() && !gradient.isFalse()) gs = tensorsOf(gradient, "backward", 1, true);

@@ -86,6 +86,7 @@ void portWrite(Value port, std::string_view text) {
 void portFlush(Value port) {
   PortImpl* p = portImpl(port);
   if (p->file && p->output) std::fflush(p->file);
+  else if (p->sink && p->output) p->sink(std::string_view());   // a host callback: flush
 }
 
 void portClose(Value port) {
