@@ -1,27 +1,22 @@
-// A file written in pieces and committed atomically: bytes go to PATH.tmp-PID, which is flushed to
-// disk and renamed over PATH by commit(); a writer destroyed before commit() (an error, an
-// interrupt) removes the temporary file, so PATH is either the old file or the complete new one.
-// writeFileAtomically (builtins/nn/value.hpp) is the one-buffer form of the same thing.
+// The format writers' file: interp/file_io.hpp's AtomicFile (sandbox check, fsync of the file
+// and its directory, leftovers of crashed writers removed) plus a checked write for writers that
+// produce their bytes in pieces (zip entries, tensor data).
 #pragma once
-#include <cstdio>
+#include "interp/file_io.hpp"
 #include <string>
-#include <string_view>
 
 namespace purple::formats {
 
-class AtomicFile {
+class AtomicWriter {
  public:
-  // Throws a Purple file-error naming WHO when the temporary file cannot be made.
-  AtomicFile(std::string path, std::string who);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
+  AtomicWriter(const std::string& path, const std::string& who) : file_(path, who), who_(who) {}
+  // A file-error naming WHO when the disk refuses the bytes.
   void write(const void* data, size_t n);
-  void commit();
+  void commit() { file_.commit(); }
 
  private:
-  std::string path_, tmp_, who_;
-  std::FILE* f_ = nullptr;
+  purple::AtomicFile file_;
+  std::string who_;
 };
 
 }  // namespace purple::formats

@@ -130,7 +130,7 @@ void registerNumpy(Registry& r) {
           refuseSafetensorsPath("save-npy", path);
           guarded("save-npy", path, [&] {
             std::string bytes = npyBytes(t);
-            AtomicFile out(path, "save-npy");
+            AtomicWriter out(path, "save-npy");
             out.write(bytes.data(), bytes.size());
             out.commit();
             return 0;
@@ -164,7 +164,7 @@ void registerNumpy(Registry& r) {
           auto entries = isModule(arrays) ? moduleStateDict(*moduleArg(arrays, "save-npz", 1)) : stateDictFromValue(arrays, "save-npz");
           refuseSafetensorsPath("save-npz", path);
           guarded("save-npz", path, [&] {
-            AtomicFile out(path, "save-npz");
+            AtomicWriter out(path, "save-npz");
             ZipWriter zip([&](const void* p, size_t n) { out.write(p, n); });
             for (auto& [name, t] : entries) {
               std::string bytes = npyBytes(t);

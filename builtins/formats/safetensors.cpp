@@ -165,7 +165,7 @@ void saveSafetensors(Value tensors, const std::string& path, Value metadata, con
   text.append((8 - text.size() % 8) % 8, ' ');
   uint8_t len[8];
   for (int i = 0; i < 8; i++) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  AtomicFile out(path, who);
+  AtomicWriter out(path, who);
   out.write(len, 8);
   out.write(text.data(), text.size());
   for (auto& t : data) out.write(t.data_ptr(), t.nbytes());

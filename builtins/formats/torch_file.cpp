@@ -243,7 +243,7 @@ void saveTorchFile(const PyRef& root, const std::string& path, const std::string
     return PyObject::tuple({PyObject::str("storage"), sc, PyObject::str(saved[k].key), PyObject::str(location), PyObject::integer_(numel)});
   };
   std::string data = pickle(root, ids);
-  AtomicFile out(path, who);
+  AtomicWriter out(path, who);
   ZipWriter zip([&](const void* p, size_t n) { out.write(p, n); });
   zip.add("archive/data.pkl", data.data(), data.size());
   zip.add("archive/byteorder", "little", 6);

@@ -56,7 +56,7 @@ Value applyObject(Interp& in, Value fn, const Value* argv, int argc) {
     return callPython(in, objectOf(fn), argv, argc, fn, "py-call");
   }
   if (gPreviousApplyHook) return gPreviousApplyHook(in, fn, argv, argc);
-  throwError("type-error", "attempt to call a non-procedure: " + toWriteString(fn), listFromArray(&fn, 1));
+  throwError("type-error", "attempt to call a non-procedure:", listFromArray(&fn, 1));
 }
 
 }  // namespace
