@@ -417,7 +417,7 @@ GroupField opt(const char* name, Ref ref) { return option<Options>(name, ref); }
 #define PURPLE_OPT(Options, key, member) opt<Options>(key, [](auto& o) -> auto& { return o.member(); })
 
 void registerStateLayouts() {
-  Value none = Value::unspecified(), no = Value::f();
+  Value none = Value::unspecified();
   auto makeState = [] { return std::make_unique<NamedTensorState>(); };
   // Python 1.13 has no decoupled_weight_decay; PyTorch 2 writes it, and 1.13 ignores the key.
   registerOptimizerLayout({"nadam",
