@@ -88,8 +88,15 @@ class ScratchTensors {
 };
 
 
-inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env);
-Value arithmeticOnCalls(Interp& in, AppNode* app, Value fn, Frame* env);
+inline Value inlinePrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
+Value inlinePrimitiveOnCalls(Interp& in, AppNode* app, Value fn, Frame* env);
+
+// A call of a builtin with an InlineOp (Primitive::small) and 1 to 3 arguments, none of them a
+// call of a tensor builtin: run inline (inlinePrimitive), the builtin called only when that
+// declines. `(< n 2)`, `(car l)`, `(vector-ref v i)`, `(+ (fib (- n 1)) (fib (- n 2)))`.
+inline bool isInlineCall(AppNode* app, Value fn) {
+  return fn.obj()->small && app->argc - 1 < 3 && !app->tensorArgMask;
+}
 Value evalCompound(Interp& in, Node* n, Frame* env);
 
 // Arguments that need no new activation: constants, variables, and calls of primitives
@@ -115,8 +122,8 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
     if (app->fn->op() == Op::Global) {
       Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
       if (fn.is(Kind::Primitive)) {
-        if (fn.obj()->small && app->argc == 2 && !app->tensorArgMask)
-          return app->appArgMask ? arithmeticOnCalls(in, app, fn, env) : inlineArithmetic(in, app, fn, env);
+        if (isInlineCall(app, fn))
+          return app->appArgMask ? inlinePrimitiveOnCalls(in, app, fn, env) : inlinePrimitiveApp(in, app, fn, env);
         return callPrimitiveApp(in, app, fn, env, &in.callStack[in.depth]);
       }
     }
@@ -186,44 +193,122 @@ inline void evalForEffect(Interp& in, Node* n, Frame* env) {
   evalSimple(in, n, env);
 }
 
-// The arithmetic of + - * < > <= >= = on two fixnums, when the primitive is one of those
-// (Primitive::small) and the result needs no bignum product; false means "call the builtin".
-inline bool fixnumArithmetic(InlineOp op, Value x, Value y, Value* out) {
-  if (!x.isFixnum() || !y.isFixnum()) return false;
-  int64_t a = x.fixnum(), b = y.fixnum(), r;
-  switch (op) {
-    case InlineOp::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
-    case InlineOp::Sub: *out = makeInteger(a - b); return true;
-    case InlineOp::Mul:
-      if (__builtin_mul_overflow(a, b, &r)) return false;
-      *out = makeInteger(r);
-      return true;
-    case InlineOp::Lt: *out = Value::boolean(a < b); return true;
-    case InlineOp::Gt: *out = Value::boolean(a > b); return true;
-    case InlineOp::Le: *out = Value::boolean(a <= b); return true;
-    case InlineOp::Ge: *out = Value::boolean(a >= b); return true;
-    case InlineOp::NumEq: *out = Value::boolean(a == b); return true;
-    default: return false;
+// The builtins with an InlineOp (Primitive::small) on the arguments they take most often;
+// false means "call the builtin": other types or counts, errors, bignum results.
+inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value* out) {
+  if (argc == 2) {
+    Value x = argv[0], y = argv[1];
+    if (x.isFixnum() && y.isFixnum()) {
+      int64_t a = x.fixnum(), b = y.fixnum(), r;
+      switch (op) {
+        case InlineOp::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
+        case InlineOp::Sub: *out = makeInteger(a - b); return true;
+        case InlineOp::Mul:
+          if (__builtin_mul_overflow(a, b, &r)) return false;
+          *out = makeInteger(r);
+          return true;
+        case InlineOp::Lt: *out = Value::boolean(a < b); return true;
+        case InlineOp::Gt: *out = Value::boolean(a > b); return true;
+        case InlineOp::Le: *out = Value::boolean(a <= b); return true;
+        case InlineOp::Ge: *out = Value::boolean(a >= b); return true;
+        case InlineOp::NumEq: *out = Value::boolean(a == b); return true;
+        case InlineOp::Quotient:
+          if (b == 0) return false;
+          *out = makeInteger(a / b);   // only fixnum-min / -1 leaves the fixnum range
+          return true;
+        case InlineOp::Remainder:
+          if (b == 0) return false;
+          *out = Value::fixnum(a % b);
+          return true;
+        case InlineOp::Modulo:
+          if (b == 0) return false;
+          r = a % b;
+          if (r != 0 && (r < 0) != (b < 0)) r += b;
+          *out = Value::fixnum(r);
+          return true;
+        default: break;
+      }
+    }
+    switch (op) {
+      case InlineOp::Eq: *out = Value::boolean(x == y); return true;
+      case InlineOp::Cons: *out = cons(x, y); return true;
+      case InlineOp::VectorRef:
+        if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
+        *out = x.as<Vector>()->items[y.fixnum()];
+        return true;
+      default: return false;
+    }
   }
+  if (argc == 1) {
+    Value x = argv[0];
+    switch (op) {
+      case InlineOp::Car:
+        if (!x.is(Kind::Pair)) return false;
+        *out = car(x);
+        return true;
+      case InlineOp::Cdr:
+        if (!x.is(Kind::Pair)) return false;
+        *out = cdr(x);
+        return true;
+      case InlineOp::Cadr:
+        if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
+        *out = cadr(x);
+        return true;
+      case InlineOp::Cddr:
+        if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
+        *out = cddr(x);
+        return true;
+      case InlineOp::VectorLength:
+        if (!x.is(Kind::Vector)) return false;
+        *out = Value::fixnum(x.obj()->extra);
+        return true;
+      case InlineOp::NullP: *out = Value::boolean(x.isNil()); return true;
+      case InlineOp::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
+      case InlineOp::Not: *out = Value::boolean(x.isFalse()); return true;
+      case InlineOp::ZeroP:
+        if (!x.isFixnum()) return false;
+        *out = Value::boolean(x.fixnum() == 0);
+        return true;
+      default: return false;
+    }
+  }
+  if (argc == 3 && op == InlineOp::VectorSet) {
+    Value x = argv[0], k = argv[1];
+    if (!x.is(Kind::Vector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra) return false;
+    x.as<Vector>()->items[k.fixnum()] = argv[2];
+    *out = Value::unspecified();
+    return true;
+  }
+  return false;
 }
 
-// The evaluated arguments of a two-argument arithmetic primitive: on fixnums inline, else the
-// builtin (generic numbers, tensors), with the call recorded for backtraces.
-__attribute__((always_inline)) inline Value applyArithmetic(Interp& in, AppNode* app, Value fn, Value* argv) {
+// A builtin with an InlineOp on what inlinePrimitive declined (generic numbers, tensors, errors),
+// with the call recorded for backtraces.
+__attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc) {
   auto* p = fn.as<Primitive>();
-  Value result;
-  if (fixnumArithmetic(InlineOp(p->small), argv[0], argv[1], &result)) return result;
   Interp::CallRecord* rec = &in.callStack[in.depth];
   rec->node = app;
   rec->proc = fn;
-  return p->fn(in, argv, 2, p->info);
+  return p->fn(in, argv, int(argc), p->info);
 }
 
-// `(< n 2)`, `(- n 1)`: a two-argument arithmetic primitive whose arguments are not calls,
-// without the bookkeeping of the general primitive call.
-__attribute__((always_inline)) inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env) {
-  Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
-  return applyArithmetic(in, app, fn, argv);
+// The evaluated arguments of a builtin with an InlineOp: inline when it can, else the builtin.
+__attribute__((always_inline)) inline Value applyInline(Interp& in, AppNode* app, Value fn, Value* argv,
+                                                        uint32_t argc) {
+  Value result;
+  if (inlinePrimitive(InlineOp(fn.as<Primitive>()->small), argc, argv, &result)) return result;
+  return callInlineBuiltin(in, app, fn, argv, argc);
+}
+
+// `(< n 2)`, `(car l)`: an inline builtin whose arguments are not calls, without the
+// bookkeeping of the general primitive call.
+__attribute__((always_inline)) inline Value inlinePrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
+  Value argv[3];
+  uint32_t argc = app->argc;
+  argv[0] = evalSimple(in, app->args[0], env);
+  if (argc > 1) argv[1] = evalSimple(in, app->args[1], env);
+  if (argc > 2) argv[2] = evalSimple(in, app->args[2], env);
+  return applyInline(in, app, fn, argv, argc);
 }
 
 // After a builtin that keeps none of its arguments returned `result`: the tensors that calls
@@ -242,19 +327,20 @@ inline bool isFreshPrimitiveCall(Node* n) {
   return g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh);
 }
 
-// `(+ (fib (- n 1)) (fib (- n 2)))`: two-argument arithmetic whose arguments are calls but not
-// of tensor builtins (tensorArgMask), without the scratch cells of the general primitive call.
-// A fresh result of another builtin, as in `(+ (* x 2) 1)` on tensors, is still released at once.
-__attribute__((noinline)) Value arithmeticOnCalls(Interp& in, AppNode* app, Value fn, Frame* env) {
+// `(+ (fib (- n 1)) (fib (- n 2)))`, `(null? (cdr l))`: an inline builtin whose arguments are
+// calls but not of tensor builtins (tensorArgMask), without the scratch cells of the general
+// primitive call. A fresh result of another builtin, as in `(+ (* x 2) 1)` on tensors, is still
+// released at once.
+__attribute__((noinline)) Value inlinePrimitiveOnCalls(Interp& in, AppNode* app, Value fn, Frame* env) {
   if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
-  Value argv[2];
-  uint32_t fresh = 0;
-  for (int i = 0; i < 2; i++) {
+  Value argv[3];
+  uint32_t argc = app->argc, fresh = 0;
+  for (uint32_t i = 0; i < argc; i++) {
     if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
     argv[i] = evalSimple(in, app->args[i], env);
   }
-  Value result = applyArithmetic(in, app, fn, argv);
-  if (fn.obj()->flags & kPrimBorrowsArgs) releaseFreshArguments(argv, 2, fresh, result);
+  Value result = applyInline(in, app, fn, argv, argc);
+  if (fresh && (fn.obj()->flags & kPrimBorrowsArgs)) releaseFreshArguments(argv, argc, fresh, result);
   return result;
 }
 
@@ -477,8 +563,9 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
     argv[i] = evalSimple(in, a, env);
   }
   if constexpr (!Unboxed) {
+    // Not with cells that die with this call (scratch) or are released after it (fresh).
     Value quick;
-    if (p->small && argc == 2 && fixnumArithmetic(InlineOp(p->small), argv[0], argv[1], &quick)) return quick;
+    if (p->small && !(fresh | scratchMask) && inlinePrimitive(InlineOp(p->small), argc, argv, &quick)) return quick;
   }
   rec->node = app;
   rec->proc = fn;
@@ -663,8 +750,8 @@ Value Interp::eval(Node* node, Frame* env) {
           fn = evalSimple(*this, app->fn, env);
         }
         if (fn.is(Kind::Primitive)) {
-          if (fn.obj()->small && app->argc == 2 && !app->tensorArgMask)
-            return app->appArgMask ? arithmeticOnCalls(*this, app, fn, env) : inlineArithmetic(*this, app, fn, env);
+          if (isInlineCall(app, fn))
+            return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
           return callPrimitiveApp(*this, app, fn, env, rec);
         }
         uint32_t argc = app->argc;

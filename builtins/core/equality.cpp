@@ -24,6 +24,7 @@ void registerEquality(Registry& r) {
            "True when OBJ1 and OBJ2 are the same object. Small integers, characters, booleans, "
            "the empty list and symbols with the same name are always eq?.",
            kPrimBorrowsArgs);
+  r.inlineInEvaluator("eq?", InlineOp::Eq);
   r.defRaw("eqv?", "(obj1 obj2)", primEqv,
            "Like eq?, but numbers are compared by exactness and value: (eqv? 2.0 2.0) is #t, "
            "(eqv? 2 2.0) is #f, (eqv? 0.0 -0.0) is #f. Strings, pairs and vectors compare by identity.",

@@ -321,8 +321,10 @@ void registerNumbers(Registry& r) {
   // Fixnum fast paths the evaluator runs without calling these builtins (see InlineOp).
   const std::pair<const char*, InlineOp> inlined[] = {
       {"+", InlineOp::Add}, {"-", InlineOp::Sub}, {"*", InlineOp::Mul}, {"<", InlineOp::Lt},
-      {">", InlineOp::Gt},  {"<=", InlineOp::Le}, {">=", InlineOp::Ge}, {"=", InlineOp::NumEq}};
-  for (const auto& [name, op] : inlined) r.interp().lookupGlobal(name).as<Primitive>()->small = uint16_t(op);
+      {">", InlineOp::Gt},  {"<=", InlineOp::Le}, {">=", InlineOp::Ge}, {"=", InlineOp::NumEq},
+      {"quotient", InlineOp::Quotient}, {"remainder", InlineOp::Remainder}, {"modulo", InlineOp::Modulo},
+      {"zero?", InlineOp::ZeroP}};
+  for (const auto& [name, op] : inlined) r.inlineInEvaluator(name, op);
   r.def("random-seed!", "(seed)", [](int64_t s) { rng().seed(uint64_t(s)); }, "Seeds the generator used by random.");
 }
 
