@@ -20,6 +20,11 @@ void registerAllBuiltins(Interp& in) {
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
       {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSerialize},
       {"data", registerData}, {"data", registerDataIO}, {"metrics", registerMetrics},
+#ifdef PURPLE_HAVE_DISTRIBUTED
+      {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},
+      {"distributed", registerDistHandles}, {"distributed", registerDistObjects},
+      {"distributed", registerDistDataParallel}, {"distributed", registerDistSampler},
+#endif
   };
   for (const auto& f : families) {
     Registry r(in, f.name);

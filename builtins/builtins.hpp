@@ -47,4 +47,12 @@ void registerDataIO(Registry& r);         // load-idx, load-csv
 void registerMetrics(Registry& r);        // accuracy, precision, recall, f1-score, confusion-matrix
 void registerAutograd(Registry& r);       // gradients, modes, hooks, custom functions
 
+// distributed training (builtins/distributed/; when built with c10d + Gloo: PURPLE_HAVE_DISTRIBUTED)
+void registerDistGroups(Registry& r);       // dist-init, ranks, sub-groups, dist-destroy
+void registerDistCollectives(Registry& r);  // collectives on tensors
+void registerDistHandles(Registry& r);      // async handles: dist-wait
+void registerDistObjects(Registry& r);      // collectives on Purple values
+void registerDistDataParallel(Registry& r); // distributed-data-parallel, no-sync
+void registerDistSampler(Registry& r);      // the distributed sampler's shards
+
 }  // namespace purple

@@ -5,6 +5,7 @@
 // the main thread because glibc serves it from its main malloc arena, where LibTorch's small
 // allocations cost about 700 instructions less per tiny tensor op than in a second thread's
 // arena (callgrind, 4x4 matmul + relu).
+#include "launcher/handoff.hpp"
 #include "repl/repl.hpp"
 #include <purple/purple.hpp>
 #include <cstdio>
@@ -24,6 +25,7 @@ const char* kUsage =
     "  -e EXPR         evaluate EXPR and print its value\n"
     "  -i FILE         load FILE, then start the REPL\n"
     "  -I DIR          add DIR to the library search path (for import)\n"
+    "  --nproc-per-node N SCRIPT ARGS...   run SCRIPT as N ranks of a distributed job (purple-run --help)\n"
     "  --help          show this help\n"
     "  --version       show the Purple and LibTorch versions and whether CUDA is available\n"
     "environment: PURPLE_TENSOR_GC_THRESHOLD (bytes of new tensor storage between collections),\n"
@@ -135,6 +137,7 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (purple::launcher::isLauncherCommandLine(argc, argv)) return purple::launcher::handOffToLauncher(argc, argv);
   std::vector<std::string> args;
   for (int i = 1; i < argc; i++) args.emplace_back(argv[i]);
   finish(purple::runOnLargeStack([&] { return run(args); }));

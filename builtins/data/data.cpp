@@ -241,8 +241,9 @@ struct Batcher {
   Spec spec;                         // applied to field 0
   int prefetch = 2;                  // queue depth; 0: batches are cut on the interpreter thread
 
-  int64_t batches() const {
-    return dropLast ? length / batchSize : (length + batchSize - 1) / batchSize;
+  int64_t batches() const { return batchesOf(length); }
+  int64_t batchesOf(int64_t samples) const {
+    return dropLast ? samples / batchSize : (samples + batchSize - 1) / batchSize;
   }
 };
 
@@ -258,7 +259,8 @@ inline void runOpsSerially() {
 // One pass over a batcher.
 struct BatchIterator {
   std::shared_ptr<const Batcher> source;
-  at::Tensor order;                  // int64 permutation, or undefined for 0..n-1
+  at::Tensor order;                  // int64 sample indices (a permutation, a sampler's), or undefined for 0..n-1
+  int64_t length = 0;                // samples in this pass
   std::mt19937_64 rng;
   int64_t next = 0;                  // next batch to cut (synchronous mode)
   int64_t total = 0;
@@ -288,7 +290,7 @@ struct BatchIterator {
   std::vector<at::Tensor> cut(int64_t b) {
     const Batcher& s = *source;
     int64_t start = b * s.batchSize;
-    int64_t len = std::min(s.batchSize, s.length - start);
+    int64_t len = std::min(s.batchSize, length - start);
     at::Tensor idx = order.defined() ? order.narrow(0, start, len)
                                      : at::arange(start, start + len, at::TensorOptions().dtype(at::kLong));
     std::vector<at::Tensor> out;
@@ -522,20 +524,29 @@ void registerData(Registry& r) {
   r.def("%batcher-length", "(batcher)",
         [](Value b) { return foreignArg<BatcherBox>(b, "tensor-batcher", "%batcher-length", 1)->batcher->batches(); },
         "Number of batches one pass of BATCHER yields.");
-  r.def("%batcher-iterate", "(batcher)",
-        [](Value bv) {
+  r.def("%batcher-iterate", "(batcher :optional order)",
+        [](Value bv, std::optional<at::Tensor> order) {
           auto& src = foreignArg<BatcherBox>(bv, "tensor-batcher", "%batcher-iterate", 1)->batcher;
           auto* it = new BatchIterator();
           it->source = src;
-          it->total = src->batches();
+          it->length = src->length;
           it->rng.seed(drawSeed());
-          if (src->shuffle) it->order = at::randperm(src->length, at::TensorOptions().dtype(at::kLong));
+          if (order) {   // a sampler's indices
+            it->order = order->to(at::kLong).reshape({-1}).contiguous();
+            it->length = it->order.numel();
+            if (it->length && (it->order.min().item<int64_t>() < 0 || it->order.max().item<int64_t>() >= src->length))
+              throwError("data-error", "data-loader: the sampler gave an index outside the dataset (0.." +
+                                           std::to_string(src->length - 1) + ")");
+          } else if (src->shuffle) {
+            it->order = at::randperm(src->length, at::TensorOptions().dtype(at::kLong));
+          }
+          it->total = src->batchesOf(it->length);
           Value v = wrapForeign(it, "batch-iterator");
           if (src->prefetch > 0 && it->total > 0) it->worker = std::thread([it] { it->run(); });
           return v;
         },
-        "Starts one pass (epoch) over BATCHER: draws a fresh permutation when shuffling and "
-        "starts the prefetch thread. Returns a batch iterator.");
+        "Starts one pass (epoch) over BATCHER: over ORDER (an int64 tensor of sample indices, from a sampler) when "
+        "given, else draws a fresh permutation when shuffling; starts the prefetch thread. Returns a batch iterator.");
   r.def("%batch-iterator-next!", "(iterator)",
         [](Value iv) -> Value {
           auto* it = foreignArg<BatchIterator>(iv, "batch-iterator", "%batch-iterator-next!", 1);
