@@ -9,6 +9,7 @@
 #include "interp/gc.hpp"
 #include "interp/bind.hpp"
 #include "interp/tensor_scope.hpp"
+#include "interp/inline_ops.hpp"
 #include <gc/gc.h>
 
 namespace purple {
@@ -193,7 +194,7 @@ inline void evalForEffect(Interp& in, Node* n, Frame* env) {
   evalSimple(in, n, env);
 }
 
-// The builtins with an InlineOp (Primitive::small) on the arguments they take most often;
+// The builtins with an InlineOp (Primitive::small, inline_ops.hpp) on the arguments they take most often;
 // false means "call the builtin": other types or counts, errors, bignum results.
 inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value* out) {
   if (argc == 2) {
@@ -212,15 +213,15 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
         case InlineOp::Le: *out = Value::boolean(a <= b); return true;
         case InlineOp::Ge: *out = Value::boolean(a >= b); return true;
         case InlineOp::NumEq: *out = Value::boolean(a == b); return true;
-        case InlineOp::Quotient:
+        case inline_op::Quotient:
           if (b == 0) return false;
           *out = makeInteger(a / b);   // only fixnum-min / -1 leaves the fixnum range
           return true;
-        case InlineOp::Remainder:
+        case inline_op::Remainder:
           if (b == 0) return false;
           *out = Value::fixnum(a % b);
           return true;
-        case InlineOp::Modulo:
+        case inline_op::Modulo:
           if (b == 0) return false;
           r = a % b;
           if (r != 0 && (r < 0) != (b < 0)) r += b;
@@ -230,9 +231,9 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
       }
     }
     switch (op) {
-      case InlineOp::Eq: *out = Value::boolean(x == y); return true;
-      case InlineOp::Cons: *out = cons(x, y); return true;
-      case InlineOp::VectorRef:
+      case inline_op::Eq: *out = Value::boolean(x == y); return true;
+      case inline_op::Cons: *out = cons(x, y); return true;
+      case inline_op::VectorRef:
         if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
         *out = x.as<Vector>()->items[y.fixnum()];
         return true;
@@ -242,37 +243,37 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
   if (argc == 1) {
     Value x = argv[0];
     switch (op) {
-      case InlineOp::Car:
+      case inline_op::Car:
         if (!x.is(Kind::Pair)) return false;
         *out = car(x);
         return true;
-      case InlineOp::Cdr:
+      case inline_op::Cdr:
         if (!x.is(Kind::Pair)) return false;
         *out = cdr(x);
         return true;
-      case InlineOp::Cadr:
+      case inline_op::Cadr:
         if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
         *out = cadr(x);
         return true;
-      case InlineOp::Cddr:
+      case inline_op::Cddr:
         if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
         *out = cddr(x);
         return true;
-      case InlineOp::VectorLength:
+      case inline_op::VectorLength:
         if (!x.is(Kind::Vector)) return false;
         *out = Value::fixnum(x.obj()->extra);
         return true;
-      case InlineOp::NullP: *out = Value::boolean(x.isNil()); return true;
-      case InlineOp::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
-      case InlineOp::Not: *out = Value::boolean(x.isFalse()); return true;
-      case InlineOp::ZeroP:
+      case inline_op::NullP: *out = Value::boolean(x.isNil()); return true;
+      case inline_op::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
+      case inline_op::Not: *out = Value::boolean(x.isFalse()); return true;
+      case inline_op::ZeroP:
         if (!x.isFixnum()) return false;
         *out = Value::boolean(x.fixnum() == 0);
         return true;
       default: return false;
     }
   }
-  if (argc == 3 && op == InlineOp::VectorSet) {
+  if (argc == 3 && op == inline_op::VectorSet) {
     Value x = argv[0], k = argv[1];
     if (!x.is(Kind::Vector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra) return false;
     x.as<Vector>()->items[k.fixnum()] = argv[2];
