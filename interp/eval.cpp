@@ -9,7 +9,6 @@
 #include "interp/gc.hpp"
 #include "interp/bind.hpp"
 #include "interp/tensor_scope.hpp"
-#include "interp/inline_ops.hpp"
 #include <gc/gc.h>
 
 namespace purple {
@@ -194,7 +193,7 @@ inline void evalForEffect(Interp& in, Node* n, Frame* env) {
   evalSimple(in, n, env);
 }
 
-// The builtins with an InlineOp (Primitive::small, inline_ops.hpp) on the arguments they take most often;
+// The builtins with an InlineOp (Primitive::small) on the arguments they take most often;
 // false means "call the builtin": other types or counts, errors, bignum results.
 inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value* out) {
   if (argc == 2) {
@@ -213,15 +212,15 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
         case InlineOp::Le: *out = Value::boolean(a <= b); return true;
         case InlineOp::Ge: *out = Value::boolean(a >= b); return true;
         case InlineOp::NumEq: *out = Value::boolean(a == b); return true;
-        case inline_op::Quotient:
+        case InlineOp::Quotient:
           if (b == 0) return false;
           *out = makeInteger(a / b);   // only fixnum-min / -1 leaves the fixnum range
           return true;
-        case inline_op::Remainder:
+        case InlineOp::Remainder:
           if (b == 0) return false;
           *out = Value::fixnum(a % b);
           return true;
-        case inline_op::Modulo:
+        case InlineOp::Modulo:
           if (b == 0) return false;
           r = a % b;
           if (r != 0 && (r < 0) != (b < 0)) r += b;
@@ -231,9 +230,9 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
       }
     }
     switch (op) {
-      case inline_op::Eq: *out = Value::boolean(x == y); return true;
-      case inline_op::Cons: *out = cons(x, y); return true;
-      case inline_op::VectorRef:
+      case InlineOp::Eq: *out = Value::boolean(x == y); return true;
+      case InlineOp::Cons: *out = cons(x, y); return true;
+      case InlineOp::VectorRef:
         if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
         *out = x.as<Vector>()->items[y.fixnum()];
         return true;
@@ -243,37 +242,37 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
   if (argc == 1) {
     Value x = argv[0];
     switch (op) {
-      case inline_op::Car:
+      case InlineOp::Car:
         if (!x.is(Kind::Pair)) return false;
         *out = car(x);
         return true;
-      case inline_op::Cdr:
+      case InlineOp::Cdr:
         if (!x.is(Kind::Pair)) return false;
         *out = cdr(x);
         return true;
-      case inline_op::Cadr:
+      case InlineOp::Cadr:
         if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
         *out = cadr(x);
         return true;
-      case inline_op::Cddr:
+      case InlineOp::Cddr:
         if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
         *out = cddr(x);
         return true;
-      case inline_op::VectorLength:
+      case InlineOp::VectorLength:
         if (!x.is(Kind::Vector)) return false;
         *out = Value::fixnum(x.obj()->extra);
         return true;
-      case inline_op::NullP: *out = Value::boolean(x.isNil()); return true;
-      case inline_op::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
-      case inline_op::Not: *out = Value::boolean(x.isFalse()); return true;
-      case inline_op::ZeroP:
+      case InlineOp::NullP: *out = Value::boolean(x.isNil()); return true;
+      case InlineOp::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
+      case InlineOp::Not: *out = Value::boolean(x.isFalse()); return true;
+      case InlineOp::ZeroP:
         if (!x.isFixnum()) return false;
         *out = Value::boolean(x.fixnum() == 0);
         return true;
       default: return false;
     }
   }
-  if (argc == 3 && op == inline_op::VectorSet) {
+  if (argc == 3 && op == InlineOp::VectorSet) {
     Value x = argv[0], k = argv[1];
     if (!x.is(Kind::Vector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra) return false;
     x.as<Vector>()->items[k.fixnum()] = argv[2];

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <unordered_set>
 #include <vector>
-#include "interp/inline_ops.hpp"
 
 namespace purple {
 
@@ -493,10 +492,10 @@ void registerLists(Registry& r) {
   r.defRaw("list?", "(obj)", primListP,
            "True when OBJ is a proper list: finite and ending in the empty list.", kPrimBorrowsArgs);
   r.alias("proper-list?", "list?");
-  for (auto [name, op] : {std::pair{"cons", inline_op::Cons}, {"car", inline_op::Car}, {"cdr", inline_op::Cdr},
-                          {"cadr", inline_op::Cadr}, {"cddr", inline_op::Cddr}, {"pair?", inline_op::PairP},
-                          {"null?", inline_op::NullP}})
-    inlineInEvaluator(r.interp(), name, op);
+  for (auto [name, op] : {std::pair{"cons", InlineOp::Cons}, {"car", InlineOp::Car}, {"cdr", InlineOp::Cdr},
+                          {"cadr", InlineOp::Cadr}, {"cddr", InlineOp::Cddr}, {"pair?", InlineOp::PairP},
+                          {"null?", InlineOp::NullP}})
+    r.inlineInEvaluator(name, op);
 
   // ---- construction ----
   r.defRaw("list", "(:rest objs)", primList, "A newly allocated list of the arguments.");

@@ -6,7 +6,6 @@
 #include "interp/tensor_hooks.hpp"
 #include <cmath>
 #include <random>
-#include "interp/inline_ops.hpp"
 
 namespace purple {
 
@@ -323,9 +322,9 @@ void registerNumbers(Registry& r) {
   const std::pair<const char*, InlineOp> inlined[] = {
       {"+", InlineOp::Add}, {"-", InlineOp::Sub}, {"*", InlineOp::Mul}, {"<", InlineOp::Lt},
       {">", InlineOp::Gt},  {"<=", InlineOp::Le}, {">=", InlineOp::Ge}, {"=", InlineOp::NumEq},
-      {"quotient", inline_op::Quotient}, {"remainder", inline_op::Remainder}, {"modulo", inline_op::Modulo},
-      {"zero?", inline_op::ZeroP}};
-  for (const auto& [name, op] : inlined) inlineInEvaluator(r.interp(), name, op);
+      {"quotient", InlineOp::Quotient}, {"remainder", InlineOp::Remainder}, {"modulo", InlineOp::Modulo},
+      {"zero?", InlineOp::ZeroP}};
+  for (const auto& [name, op] : inlined) r.inlineInEvaluator(name, op);
   r.def("random-seed!", "(seed)", [](int64_t s) { rng().seed(uint64_t(s)); }, "Seeds the generator used by random.");
 }
 

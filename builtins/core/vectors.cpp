@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include "interp/inline_ops.hpp"
 
 namespace purple {
 
@@ -140,9 +139,9 @@ void registerVectors(Registry& r) {
   r.defRaw("vector-length", "(vector)", primVectorLength, "The number of elements in VECTOR.", kPrimBorrowsArgs);
   r.defRaw("vector-ref", "(vector k)", primVectorRef, "Element K (counting from 0) of VECTOR.");
   r.defRaw("vector-set!", "(vector k obj)", primVectorSet, "Stores OBJ as element K of VECTOR.");
-  inlineInEvaluator(r.interp(), "vector-length", inline_op::VectorLength);
-  inlineInEvaluator(r.interp(), "vector-ref", inline_op::VectorRef);
-  inlineInEvaluator(r.interp(), "vector-set!", inline_op::VectorSet);
+  r.inlineInEvaluator("vector-length", InlineOp::VectorLength);
+  r.inlineInEvaluator("vector-ref", InlineOp::VectorRef);
+  r.inlineInEvaluator("vector-set!", InlineOp::VectorSet);
   r.def("vector->list", "(vector :optional start end)",
         [](Value vec, Value start, Value end) {
           Vector* v = vectorArg("vector->list", 0, vec);
