@@ -18,8 +18,9 @@ void registerAllBuiltins(Interp& in) {
       {"tensor", registerTensorDevices}, {"tensor", registerRandom},
       {"autograd", registerAutograd},
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
-      {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSerialize},
-      {"data", registerData}, {"data", registerDataIO}, {"metrics", registerMetrics},
+      {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSchedulers},
+      {"nn", registerOptimizers}, {"nn", registerAmp}, {"nn", registerAveragedModels}, {"nn", registerSerialize},
+      {"data", registerData}, {"data", registerSamplers}, {"data", registerDataIO}, {"metrics", registerMetrics},
 #ifdef PURPLE_HAVE_DISTRIBUTED
       {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},
       {"distributed", registerDistHandles}, {"distributed", registerDistObjects},

@@ -38,11 +38,16 @@ void registerNnModules(Registry& r);      // layers, activations, sequential, mo
 void registerNnDefine(Registry& r);       // make-module (define-module), current-module
 void registerNnFunctional(Registry& r);   // tensor-linear, batch-norm, one-hot, attention
 void registerLosses(Registry& r);
-void registerOptim(Registry& r);          // optimizers, schedulers, clipping, optimizer state
+void registerOptim(Registry& r);          // optimizers, clipping, optimizer state
+void registerSchedulers(Registry& r);     // learning-rate schedulers
+void registerOptimizers(Registry& r);     // nadam, radam, adamax, adadelta
+void registerAmp(Registry& r);            // autocast, grad scaler
+void registerAveragedModels(Registry& r); // ema-model, swa-model, update-bn! helpers
 void registerSerialize(Registry& r);      // state dicts and data in torch.save's format
 
 // data, metrics (builtins/data/; prelude/35-data, 40-training)
 void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?
+void registerSamplers(Registry& r);       // sampler and loader index draws, as PyTorch's
 void registerDataIO(Registry& r);         // load-idx, load-csv
 void registerMetrics(Registry& r);        // accuracy, precision, recall, f1-score, confusion-matrix
 void registerAutograd(Registry& r);       // gradients, modes, hooks, custom functions

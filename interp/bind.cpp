@@ -49,7 +49,16 @@ int64_t integerValue(Value v, const PrimitiveInfo* info, int i) {
     double d = flonumValue(v);
     if (d == std::floor(d) && std::fabs(d) < 9.2e18) return int64_t(d);
   }
-  if (isBignum(v)) throwConversionError(info, i, "an integer that fits in 64 bits", v);
+  if (isBignum(v)) {
+    // fixnums stop short of 64 bits; a bignum in int64's range (a 64-bit seed) still converts
+    auto* b = v.as<Bignum>();
+    if (b->extra == 1) {
+      uint64_t mag = b->limbs[0];
+      if (!b->small && mag <= uint64_t(INT64_MAX)) return int64_t(mag);
+      if (b->small && mag <= uint64_t(INT64_MAX) + 1) return int64_t(0 - mag);
+    }
+    throwConversionError(info, i, "an integer that fits in 64 bits", v);
+  }
   if (isTensor(v) && tensorOf(v).defined() && tensorOf(v).numel() == 1 && !tensorOf(v).is_floating_point())
     return tensorOf(v).item<int64_t>();
   throwConversionError(info, i, "an integer", v);

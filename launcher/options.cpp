@@ -153,8 +153,10 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.purple = next();
     } else if (flag == "--max-restarts") {
       if (toInt(flag, next(), 0, 1000) != 0) throw std::runtime_error("--max-restarts: restarting ranks is not supported");
-    } else if (flag == "--rdzv-backend" || flag == "--rdzv-id" || flag == "--run-id" || flag == "--monitor-interval") {
-      next();   // accepted for torchrun command lines; ranks meet at MASTER_ADDR:MASTER_PORT
+    } else if (flag == "--rdzv-backend" || flag == "--rdzv-id" || flag == "--run-id" || flag == "--monitor-interval" ||
+               flag == "--rdzv-conf" || flag == "--start-method" || flag == "--role") {
+      next();   // accepted for torchrun command lines; ranks meet at MASTER_ADDR:MASTER_PORT, and
+                // the others concern torchrun's agent (how Python starts workers, a label)
     } else if (flag == "--rdzv-endpoint") {
       std::string v = next();
       auto colon = v.rfind(':');

@@ -8,6 +8,8 @@ packages=(
   libopenblas0-openmp zlib1g-dev
   # interop tests and data
   python3-torch dataset-fashion-mnist
+  # the char-level GPT example's corpus (/usr/share/games/fortunes)
+  fortunes
   # distributed training (c10d over Gloo)
   libgloo-dev
   # the Jupyter kernel, TensorBoard logs and plots

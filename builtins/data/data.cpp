@@ -256,35 +256,49 @@ inline void runOpsSerially() {
   if (omp_set_num_threads) omp_set_num_threads(1);
 }
 
-// One pass over a batcher.
+// One pass over a batcher. With W workers, W threads cut batches: batch b is worker b mod W's
+// (as in torch's DataLoader), each worker keeps at most `prefetch` finished batches, and the
+// interpreter thread takes them back in order, so memory stays bounded and the order is the
+// sampler's whatever the timing. Each batch's random transforms use their own generator, seeded
+// from the pass's base seed and the batch number: the same draws with any number of workers.
 struct BatchIterator {
   std::shared_ptr<const Batcher> source;
-  at::Tensor order;                  // int64 sample indices (a permutation, a sampler's), or undefined for 0..n-1
+  at::Tensor order;                  // int64 sample indices of this pass, or undefined for 0..n-1
   int64_t length = 0;                // samples in this pass
-  std::mt19937_64 rng;
+  uint64_t baseSeed = 0;
+  bool pinMemory = false;
   int64_t next = 0;                  // next batch to cut (synchronous mode)
   int64_t total = 0;
   int64_t delivered = 0;
 
-  // prefetching
-  std::thread worker;
+  // workers
+  struct Worker {
+    std::thread thread;
+    std::deque<std::pair<int64_t, std::vector<at::Tensor>>> queue;
+  };
+  std::vector<Worker> workers;
+  int prefetch = 2;
   std::mutex m;
   std::condition_variable cv;
-  std::deque<std::vector<at::Tensor>> queue;
-  bool finished = false;             // worker has produced everything (or failed)
   bool stop = false;                 // asked to stop early
-  std::string error;                 // worker failure, reported on the interpreter thread
+  std::string error;                 // first worker failure, reported on the interpreter thread
+  int64_t failedAt = -1;             // the batch that failed
 
   ~BatchIterator() { shutdown(); }
 
   void shutdown() {
-    if (!worker.joinable()) return;
     {
       std::lock_guard<std::mutex> lock(m);
       stop = true;
     }
     cv.notify_all();
-    worker.join();
+    for (auto& w : workers)
+      if (w.thread.joinable()) w.thread.join();
+  }
+
+  int64_t batches(int64_t samples) const {
+    const Batcher& s = *source;
+    return s.dropLast ? samples / s.batchSize : (samples + s.batchSize - 1) / s.batchSize;
   }
 
   std::vector<at::Tensor> cut(int64_t b) {
@@ -293,47 +307,64 @@ struct BatchIterator {
     int64_t len = std::min(s.batchSize, length - start);
     at::Tensor idx = order.defined() ? order.narrow(0, start, len)
                                      : at::arange(start, start + len, at::TensorOptions().dtype(at::kLong));
+    std::mt19937_64 rng(baseSeed ^ (0x9E3779B97F4A7C15ULL * uint64_t(b + 1)));
     std::vector<at::Tensor> out;
     out.reserve(s.tensors.size());
     for (size_t f = 0; f < s.tensors.size(); f++) {
       at::Tensor t = s.tensors[f].index_select(0, idx);
       if (f == 0 && !s.spec.empty()) t = applySpec(s.spec, t, true, rng);
+      if (pinMemory) t = t.pin_memory();
       out.push_back(std::move(t));
     }
     return out;
   }
 
-  void run() {
+  void run(size_t w, int64_t first) {
     at::NoGradGuard noGrad;
     runOpsSerially();
-    try {
-      for (int64_t b = 0; b < total; b++) {
-        std::vector<at::Tensor> batch = cut(b);
-        std::unique_lock<std::mutex> lock(m);
-        cv.wait(lock, [&] { return stop || int64_t(queue.size()) < source->prefetch; });
-        if (stop) return;
-        queue.push_back(std::move(batch));
-        lock.unlock();
-        cv.notify_all();
+    size_t n = workers.size();
+    for (int64_t b = first; b < total; b += int64_t(n)) {
+      std::vector<at::Tensor> batch;
+      try {
+        batch = cut(b);
+      } catch (const c10::Error& e) {
+        fail(b, e.what_without_backtrace());
+        return;
+      } catch (const std::exception& e) {
+        fail(b, e.what());
+        return;
       }
-    } catch (const c10::Error& e) {
-      std::lock_guard<std::mutex> lock(m);
-      error = e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(m);
-      error = e.what();
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [&] { return stop || int64_t(workers[w].queue.size()) < prefetch; });
+      if (stop) return;
+      workers[w].queue.emplace_back(b, std::move(batch));
+      lock.unlock();
+      cv.notify_all();
     }
+  }
+
+  void fail(int64_t b, const std::string& msg) {
     {
       std::lock_guard<std::mutex> lock(m);
-      finished = true;
+      if (failedAt < 0 || b < failedAt) failedAt = b, error = msg;
     }
     cv.notify_all();
+  }
+
+  void start(int numWorkers, int64_t firstBatch) {
+    next = delivered = firstBatch;
+    if (numWorkers <= 0 || total - firstBatch <= 0) return;
+    workers = std::vector<Worker>(size_t(numWorkers));
+    for (int w = 0; w < numWorkers; w++) {
+      int64_t first = firstBatch + w;
+      workers[size_t(w)].thread = std::thread([this, w, first] { run(size_t(w), first); });
+    }
   }
 
   // The next batch, or false at the end.
   bool take(std::vector<at::Tensor>& out) {
     if (delivered >= total) return false;
-    if (!worker.joinable()) {
+    if (workers.empty()) {
       at::NoGradGuard noGrad;
       try {
         out = cut(next++);
@@ -345,18 +376,17 @@ struct BatchIterator {
       delivered++;
       return true;
     }
+    Worker& w = workers[size_t(delivered % int64_t(workers.size()))];
     std::unique_lock<std::mutex> lock(m);
-    cv.wait(lock, [&] { return !queue.empty() || finished; });
-    if (queue.empty()) {
+    cv.wait(lock, [&] { return !w.queue.empty() || (failedAt >= 0 && failedAt <= delivered); });
+    if (w.queue.empty() || w.queue.front().first != delivered) {
       std::string msg = error;
       lock.unlock();
       shutdown();
-      if (!msg.empty()) throwError("data-error", "data-loader: " + msg);
-      delivered = total;
-      return false;
+      throwError("data-error", "data-loader: " + msg);
     }
-    out = std::move(queue.front());
-    queue.pop_front();
+    out = std::move(w.queue.front().second);
+    w.queue.pop_front();
     lock.unlock();
     cv.notify_all();
     delivered++;
@@ -524,29 +554,41 @@ void registerData(Registry& r) {
   r.def("%batcher-length", "(batcher)",
         [](Value b) { return foreignArg<BatcherBox>(b, "tensor-batcher", "%batcher-length", 1)->batcher->batches(); },
         "Number of batches one pass of BATCHER yields.");
-  r.def("%batcher-iterate", "(batcher :optional order)",
-        [](Value bv, std::optional<at::Tensor> order) {
+  r.def("%batcher-iterate", "(batcher :optional order (start-batch 0) base-seed (num-workers -1) (pin-memory #f))",
+        [](Value bv, std::optional<at::Tensor> order, int64_t startBatch, std::optional<int64_t> baseSeed,
+           int64_t numWorkers, bool pin) {
           auto& src = foreignArg<BatcherBox>(bv, "tensor-batcher", "%batcher-iterate", 1)->batcher;
           auto* it = new BatchIterator();
           it->source = src;
-          it->length = src->length;
-          it->rng.seed(drawSeed());
-          if (order) {   // a sampler's indices
-            it->order = order->to(at::kLong).reshape({-1}).contiguous();
-            it->length = it->order.numel();
-            if (it->length && (it->order.min().item<int64_t>() < 0 || it->order.max().item<int64_t>() >= src->length))
+          if (order) {
+            at::Tensor o = order->to(at::kLong).reshape({-1}).contiguous();
+            if (o.numel() > 0 && (o.min().item<int64_t>() < 0 || o.max().item<int64_t>() >= src->length))
               throwError("data-error", "data-loader: the sampler gave an index outside the dataset (0.." +
                                            std::to_string(src->length - 1) + ")");
-          } else if (src->shuffle) {
-            it->order = at::randperm(src->length, at::TensorOptions().dtype(at::kLong));
+            it->order = o;
+            it->length = o.numel();
+          } else {
+            it->length = src->length;
+            if (src->shuffle) it->order = at::randperm(src->length, at::TensorOptions().dtype(at::kLong));
           }
-          it->total = src->batchesOf(it->length);
+          it->total = it->batches(it->length);
+          if (startBatch < 0 || startBatch > it->total)
+            throwError("range-error", "data-loader: the pass has " + std::to_string(it->total) +
+                                          " batches; cannot start at batch " + std::to_string(startBatch));
+          it->baseSeed = baseSeed ? uint64_t(*baseSeed) : drawSeed();
+          it->prefetch = std::max(1, src->prefetch);
+          it->pinMemory = pin && at::hasCUDA();
+          // -1: the loader's default, one background thread when prefetching
+          int workers = numWorkers >= 0 ? int(std::min<int64_t>(numWorkers, 64)) : (src->prefetch > 0 ? 1 : 0);
           Value v = wrapForeign(it, "batch-iterator");
-          if (src->prefetch > 0 && it->total > 0) it->worker = std::thread([it] { it->run(); });
+          it->start(workers, startBatch);
           return v;
         },
-        "Starts one pass (epoch) over BATCHER: over ORDER (an int64 tensor of sample indices, from a sampler) when "
-        "given, else draws a fresh permutation when shuffling; starts the prefetch thread. Returns a batch iterator.");
+        "Starts one pass (epoch) over BATCHER: ORDER is the pass's sample indices (an int64 tensor; "
+        "default: 0..n-1, or a fresh permutation when the batcher shuffles), START-BATCH the first "
+        "batch to cut, BASE-SEED seeds the random transforms (per batch), NUM-WORKERS threads cut "
+        "batches ahead (-1: one when prefetching, 0: none), PIN-MEMORY pins them for CUDA copies. "
+        "Returns a batch iterator.");
   r.def("%batch-iterator-next!", "(iterator)",
         [](Value iv) -> Value {
           auto* it = foreignArg<BatchIterator>(iv, "batch-iterator", "%batch-iterator-next!", 1);

@@ -1,5 +1,5 @@
-// Optimizers (LibTorch's torch::optim classes), the current optimizer, learning-rate schedulers,
-// gradient clipping, and optimizer state for checkpoints.
+// Optimizers (LibTorch's torch::optim classes), the current optimizer, gradient clipping, and
+// optimizer state for checkpoints. Learning-rate schedulers are in schedulers.cpp.
 //
 // optimizer-step steps, then (unless the optimizer was made with :auto-zero-grad #f) clears
 // the gradients of its parameters. So the seed loop `(backward loss) (optimizer-step)` trains
@@ -9,7 +9,7 @@
 #include <torch/optim.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/serialize.h>
-#include "builtins/nn/value.hpp"
+#include "builtins/nn/optim.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
 #include "interp/gc.hpp"
@@ -21,7 +21,6 @@
 namespace purple {
 
 using torch::optim::Optimizer;
-using OptPtr = std::shared_ptr<Optimizer>;
 
 // ---- the optimizer value -------------------------------------------------------------------------
 
@@ -93,14 +92,16 @@ void addTensors(Value v, const char* who, std::vector<at::Tensor>& out) {
   throwError("type-error", std::string(who) + ": expected a module, a tensor or a list of tensors, got " + toWriteString(v));
 }
 
-std::vector<at::Tensor> tensorsOf(Value v, const char* who) {
+}  // namespace
+
+std::vector<at::Tensor> optimizerTensors(Value v, const char* who) {
   std::vector<at::Tensor> out;
   addTensors(v, who, out);
   return out;
 }
 
-std::vector<at::Tensor> trainable(Value v, const char* who) {
-  std::vector<at::Tensor> ps = tensorsOf(v, who);
+std::vector<at::Tensor> trainableTensors(Value v, const char* who) {
+  std::vector<at::Tensor> ps = optimizerTensors(v, who);
   for (auto& p : ps) {
     if (!p.is_leaf()) throwError("value-error", std::string(who) + ": can't optimize a non-leaf tensor (one computed from others)");
     if (!p.requires_grad())
@@ -109,60 +110,19 @@ std::vector<at::Tensor> trainable(Value v, const char* who) {
   return ps;
 }
 
-bool isGroupSpec(Value g) { return isPair(g) && isKeyword(car(g)) && symbolName(car(g)) == "params"; }
+bool isParamGroupSpec(Value g) { return isPair(g) && isKeyword(car(g)) && symbolName(car(g)) == "params"; }
 
-// PARAMS: a module, tensors, or a list of groups (:params P :lr X :weight-decay Y ...).
-template <class Options>
-std::vector<torch::optim::OptimizerParamGroup> paramGroups(Value params, const Options& defaults, const char* who) {
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  bool grouped = isPair(params) && isGroupSpec(car(params));
-  if (!grouped) {
-    groups.emplace_back(trainable(params, who));
-    return groups;
-  }
-  for (Value p = params; isPair(p); p = cdr(p)) {
-    Value g = car(p);
-    if (!isGroupSpec(g)) throwError("type-error", std::string(who) + ": each parameter group must be a list (:params P :lr X ...), got " + toWriteString(g));
-    auto opts = std::make_unique<Options>(defaults);
-    std::vector<at::Tensor> ts;
-    for (Value q = g; isPair(q); q = cddr(q)) {
-      if (!isKeyword(car(q)) || !isPair(cdr(q))) throwError("type-error", std::string(who) + ": bad parameter group " + toWriteString(g));
-      std::string k(symbolName(car(q)));
-      Value val = cadr(q);
-      if (k == "params") ts = trainable(val, who);
-      else if (k == "lr") opts->lr(toDouble(val));
-      else if (k == "weight-decay") {
-        if constexpr (std::is_same_v<Options, torch::optim::LBFGSOptions>)
-          throwError("value-error", std::string(who) + ": lbfgs has no weight decay");
-        else
-          opts->weight_decay(toDouble(val));
-      } else
-        throwError("value-error", std::string(who) + ": parameter groups take :params, :lr and :weight-decay, not :" + k);
-    }
-    groups.emplace_back(std::move(ts), std::move(opts));
-  }
-  return groups;
-}
-
-template <class Opt, class Options>
-Value makeOptimizer(Interp& in, Value params, const Options& o, const char* kind, bool autoZero) {
-  auto opt = std::make_shared<Opt>(paramGroups(params, o, kind), o);
-  Value v = wrapOptimizer(opt, kind, autoZero);
-  setCurrentOptimizer(in, v);
-  return v;
-}
-
-std::tuple<double, double> betasOf(Value v, const char* who) {
+std::tuple<double, double> betasArg(Value v, const char* who) {
   std::vector<double> b;
   if (isList(v))
-    for (Value p = v; isPair(p); p = cdr(p)) b.push_back(toDouble(car(p)));
+    for (Value p = v; isPair(p); p = cdr(p)) b.push_back(toDoubleValue(car(p), who));
   else if (v.is(Kind::Vector))
-    for (uint32_t k = 0; k < v.as<Vector>()->extra; k++) b.push_back(toDouble(v.as<Vector>()->items[k]));
+    for (uint32_t k = 0; k < v.as<Vector>()->extra; k++) b.push_back(toDoubleValue(v.as<Vector>()->items[k], who));
   if (b.size() != 2) throwError("type-error", std::string(who) + ": :betas must be a list of two numbers, got " + toWriteString(v));
   return {b[0], b[1]};
 }
 
-OptimizerObj* resolve(Interp& in, Value v, const char* who) {
+OptimizerObj* resolveOptimizer(Interp& in, Value v, const char* who) {
   if (v.isMissing() || v.isFalse()) {
     Value c = currentOptimizer(in);
     if (c.isFalse())
@@ -171,6 +131,36 @@ OptimizerObj* resolve(Interp& in, Value v, const char* who) {
   }
   return optimizerArg(v, who, 1);
 }
+
+// ---- momentum (one-cycle-lr, cyclic-lr) ------------------------------------------------------------
+
+bool setMomentum(torch::optim::OptimizerOptions& o, double m) {
+  if (auto* s = dynamic_cast<torch::optim::SGDOptions*>(&o)) return s->momentum(m), true;
+  if (auto* a = dynamic_cast<torch::optim::AdamOptions*>(&o)) return a->betas(std::make_tuple(m, std::get<1>(a->betas()))), true;
+  if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&o)) return a->betas(std::make_tuple(m, std::get<1>(a->betas()))), true;
+  if (auto* r = dynamic_cast<torch::optim::RMSpropOptions*>(&o)) return r->momentum(m), true;
+  if (auto* d = dynamic_cast<DescribedOptions*>(&o))
+    if (auto* b = d->betasField()) return std::get<0>(*b) = m, true;
+  return false;
+}
+
+std::optional<double> getMomentum(const torch::optim::OptimizerOptions& o) {
+  if (auto* s = dynamic_cast<const torch::optim::SGDOptions*>(&o)) return s->momentum();
+  if (auto* a = dynamic_cast<const torch::optim::AdamOptions*>(&o)) return std::get<0>(a->betas());
+  if (auto* a = dynamic_cast<const torch::optim::AdamWOptions*>(&o)) return std::get<0>(a->betas());
+  if (auto* r = dynamic_cast<const torch::optim::RMSpropOptions*>(&o)) return r->momentum();
+  if (auto* d = dynamic_cast<const DescribedOptions*>(&o))
+    if (auto* b = const_cast<DescribedOptions*>(d)->betasField()) return std::get<0>(*b);
+  return std::nullopt;
+}
+
+bool usesBeta1(const torch::optim::OptimizerOptions& o) {
+  if (dynamic_cast<const torch::optim::AdamOptions*>(&o) || dynamic_cast<const torch::optim::AdamWOptions*>(&o)) return true;
+  auto* d = dynamic_cast<const DescribedOptions*>(&o);
+  return d && const_cast<DescribedOptions*>(d)->betasField();
+}
+
+namespace {
 
 void zeroGrads(Optimizer& opt, bool setToNone) {
   for (auto& g : opt.param_groups())
@@ -182,16 +172,6 @@ void zeroGrads(Optimizer& opt, bool setToNone) {
         p.mutable_grad().zero_();
       }
     }
-}
-
-// ---- momentum (one-cycle) --------------------------------------------------------------------------
-
-bool setMomentum(torch::optim::OptimizerOptions& o, double m) {
-  if (auto* s = dynamic_cast<torch::optim::SGDOptions*>(&o)) return s->momentum(m), true;
-  if (auto* a = dynamic_cast<torch::optim::AdamOptions*>(&o)) return a->betas(std::make_tuple(m, std::get<1>(a->betas()))), true;
-  if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&o)) return a->betas(std::make_tuple(m, std::get<1>(a->betas()))), true;
-  if (auto* r = dynamic_cast<torch::optim::RMSpropOptions*>(&o)) return r->momentum(m), true;
-  return false;
 }
 
 Value optionsAlist(const torch::optim::OptimizerOptions& o) {
@@ -220,107 +200,12 @@ Value optionsAlist(const torch::optim::OptimizerOptions& o) {
     kv.emplace_back("max-iter", makeInteger(l->max_iter()));
     num("tolerance-grad", l->tolerance_grad()), num("tolerance-change", l->tolerance_change());
     kv.emplace_back("history-size", makeInteger(l->history_size()));
+  } else if (auto* d = dynamic_cast<const DescribedOptions*>(&o)) {
+    d->describe(kv);
   }
   Value r = Value::nil();
   for (size_t k = kv.size(); k-- > 0;) r = cons(cons(makeString(kv[k].first), kv[k].second), r);
   return r;
-}
-
-// ---- schedulers --------------------------------------------------------------------------------------
-
-struct Scheduler {
-  OptPtr opt;
-  std::string kind;
-  std::vector<double> base;        // initial lr per group
-  int64_t step = 0;
-  // kind parameters
-  int64_t stepSize = 1, tMax = 1, totalSteps = 1, warmup = 1;
-  double gamma = 0.1, etaMin = 0, maxLr = 0, pctStart = 0.3, divFactor = 25, finalDiv = 1e4;
-  double startFactor = 0, baseMomentum = 0.85, maxMomentum = 0.95;
-  bool cosAnneal = true, threePhase = false, cycleMomentum = true;
-  std::shared_ptr<Scheduler> then;
-
-  double lrAt(size_t g, int64_t t, double* momentum) const {
-    double b = base[g];
-    if (kind == "step-lr") return b * std::pow(gamma, double(t / stepSize));
-    if (kind == "exponential-lr") return b * std::pow(gamma, double(t));
-    if (kind == "cosine-annealing-lr") return etaMin + (b - etaMin) * (1 + std::cos(M_PI * double(t) / double(tMax))) / 2;
-    if (kind == "linear-warmup") {
-      double f = startFactor + (1 - startFactor) * double(std::min(t, warmup)) / double(warmup);
-      return b * f;
-    }
-    // one-cycle-lr (PyTorch's OneCycleLR)
-    double initial = maxLr / divFactor, minLr = initial / finalDiv;
-    struct Phase { double end, startLr, endLr, startM, endM; };
-    Phase phases[3];
-    size_t n;
-    double T = double(totalSteps);
-    if (threePhase) {
-      phases[0] = {pctStart * T - 1, initial, maxLr, maxMomentum, baseMomentum};
-      phases[1] = {2 * pctStart * T - 2, maxLr, initial, baseMomentum, maxMomentum};
-      phases[2] = {T - 1, initial, minLr, maxMomentum, maxMomentum};
-      n = 3;
-    } else {
-      phases[0] = {pctStart * T - 1, initial, maxLr, maxMomentum, baseMomentum};
-      phases[1] = {T - 1, maxLr, minLr, baseMomentum, maxMomentum};
-      n = 2;
-    }
-    auto anneal = [&](double s, double e, double pct) {
-      return cosAnneal ? e + (s - e) / 2.0 * (std::cos(M_PI * pct) + 1) : (e - s) * pct + s;
-    };
-    double start = 0;
-    for (size_t i = 0; i < n; i++) {
-      if (double(t) <= phases[i].end || i + 1 == n) {
-        double pct = (double(t) - start) / (phases[i].end - start);
-        if (momentum) *momentum = anneal(phases[i].startM, phases[i].endM, pct);
-        return anneal(phases[i].startLr, phases[i].endLr, pct);
-      }
-      start = phases[i].end;
-    }
-    return b;
-  }
-
-  void apply(int64_t t) {
-    if (kind == "linear-warmup" && then && t >= warmup) {
-      then->apply(t - warmup);
-      return;
-    }
-    if (kind == "one-cycle-lr" && t > totalSteps)
-      throwError("value-error", "scheduler-step!: tried to step " + std::to_string(t) + " times; one-cycle-lr was made for " +
-                                    std::to_string(totalSteps) + " total steps");
-    auto& groups = opt->param_groups();
-    for (size_t g = 0; g < groups.size() && g < base.size(); g++) {
-      double m = 0;
-      double lr = lrAt(g, t, kind == "one-cycle-lr" ? &m : nullptr);
-      groups[g].options().set_lr(lr);
-      if (kind == "one-cycle-lr" && cycleMomentum) setMomentum(groups[g].options(), m);
-    }
-  }
-};
-
-void destroyScheduler(void* p) { delete static_cast<std::shared_ptr<Scheduler>*>(p); }
-
-Value makeScheduler(OptimizerObj* o, std::shared_ptr<Scheduler> s) {
-  if (!o->initialLrs) {
-    o->initialLrs = std::make_shared<std::vector<double>>();
-    for (auto& g : o->opt->param_groups()) o->initialLrs->push_back(g.options().get_lr());
-  }
-  s->opt = o->opt;
-  s->base = *o->initialLrs;
-  while (s->base.size() < o->opt->param_groups().size()) s->base.push_back(o->opt->param_groups()[s->base.size()].options().get_lr());
-  if (s->kind == "one-cycle-lr" && s->cycleMomentum) {
-    for (auto& g : o->opt->param_groups())
-      if (!setMomentum(g.options(), s->maxMomentum))
-        throwError("value-error", "one-cycle-lr: the optimizer (" + o->optKind + ") has no momentum to cycle; pass :cycle-momentum #f");
-  }
-  s->apply(0);
-  return makeForeign(new std::shared_ptr<Scheduler>(std::move(s)), destroyScheduler, intern("scheduler"));
-}
-
-std::shared_ptr<Scheduler>& schedulerArg(Value v, const char* who) {
-  if (!v.is(Kind::Foreign) || v.as<Foreign>()->typeName != intern("scheduler") || !v.as<Foreign>()->ptr)
-    throwTypeError(who, 1, "a scheduler", v);
-  return *static_cast<std::shared_ptr<Scheduler>*>(v.as<Foreign>()->ptr);
 }
 
 std::string serializeOptimizer(const Optimizer& opt) {
@@ -352,14 +237,14 @@ void registerOptim(Registry& r) {
   r.def("adam", "(params :key (lr 1e-3) (betas '(0.9 0.999)) (eps 1e-8) (weight-decay 0.0) (amsgrad #f) (auto-zero-grad #t))",
         [](Interp& in, Value params, double lr, Value betas, double eps, double wd, bool amsgrad, bool autoZero) {
           torch::optim::AdamOptions o(lr);
-          o.betas(betasOf(betas, "adam")).eps(eps).weight_decay(wd).amsgrad(amsgrad);
+          o.betas(betasArg(betas, "adam")).eps(eps).weight_decay(wd).amsgrad(amsgrad);
           return makeOptimizer<torch::optim::Adam>(in, params, o, "adam", autoZero);
         },
         "Adam (torch.optim.Adam) over PARAMS (a module, tensors, or parameter groups). It becomes the current optimizer.");
   r.def("adamw", "(params :key (lr 1e-3) (betas '(0.9 0.999)) (eps 1e-8) (weight-decay 1e-2) (amsgrad #f) (auto-zero-grad #t))",
         [](Interp& in, Value params, double lr, Value betas, double eps, double wd, bool amsgrad, bool autoZero) {
           torch::optim::AdamWOptions o(lr);
-          o.betas(betasOf(betas, "adamw")).eps(eps).weight_decay(wd).amsgrad(amsgrad);
+          o.betas(betasArg(betas, "adamw")).eps(eps).weight_decay(wd).amsgrad(amsgrad);
           return makeOptimizer<torch::optim::AdamW>(in, params, o, "adamw", autoZero);
         },
         "AdamW, Adam with decoupled weight decay (torch.optim.AdamW). It becomes the current optimizer.");
@@ -403,7 +288,7 @@ void registerOptim(Registry& r) {
         [](Interp& in, Value a, Value b) -> Value {
           Value optV = a, closure = b;
           if (isProcedure(a) && !isOptimizer(a)) optV = Value::missing(), closure = a;
-          OptimizerObj* o = resolve(in, optV, "optimizer-step");
+          OptimizerObj* o = resolveOptimizer(in, optV, "optimizer-step");
           OptPtr opt = o->opt;
           bool autoZero = o->autoZeroGrad;
           Value result = Value::unspecified();
@@ -432,11 +317,11 @@ void registerOptim(Registry& r) {
         "gradients are cleared unless the optimizer was made with :auto-zero-grad #f, so (backward loss) "
         "(optimizer-step) is a complete training step.");
   r.def("optimizer-zero-grad", "(:optional opt :key (set-to-none #t))",
-        [](Interp& in, Value opt, bool setToNone) { zeroGrads(*resolve(in, opt, "optimizer-zero-grad")->opt, setToNone); },
+        [](Interp& in, Value opt, bool setToNone) { zeroGrads(*resolveOptimizer(in, opt, "optimizer-zero-grad")->opt, setToNone); },
         "Clears the gradients of the parameters of OPT (default: the current optimizer): to none, or to zeros with "
         ":set-to-none #f.");
   r.def("optimizer-lr", "(:optional opt)",
-        [](Interp& in, Value opt) { return resolve(in, opt, "optimizer-lr")->opt->param_groups().at(0).options().get_lr(); },
+        [](Interp& in, Value opt) { return resolveOptimizer(in, opt, "optimizer-lr")->opt->param_groups().at(0).options().get_lr(); },
         "The learning rate of OPT's first parameter group (default: the current optimizer).");
   r.def("set-optimizer-lr!", "(opt lr)",
         [](Value opt, double lr) {
@@ -445,7 +330,7 @@ void registerOptim(Registry& r) {
         "Sets the learning rate of every parameter group of OPT to LR.");
   r.def("optimizer-options", "(:optional opt (group 0))",
         [](Interp& in, Value opt, int64_t group) {
-          auto& groups = resolve(in, opt, "optimizer-options")->opt->param_groups();
+          auto& groups = resolveOptimizer(in, opt, "optimizer-options")->opt->param_groups();
           if (group < 0 || size_t(group) >= groups.size())
             throwError("value-error", "optimizer-options: no parameter group " + std::to_string(group));
           return optionsAlist(groups[size_t(group)].options());
@@ -453,7 +338,7 @@ void registerOptim(Registry& r) {
         "The hyper-parameters of parameter group GROUP of OPT (default: the current optimizer, group 0) as an alist: "
         "(\"lr\" . 0.001) (\"betas\" 0.9 0.999) (\"momentum\" . 0.9) ... as schedulers leave them.");
   r.def("optimizer-parameters", "(opt)",
-        [](Value opt) { return tensorsOf(opt, "optimizer-parameters"); },
+        [](Value opt) { return optimizerTensors(opt, "optimizer-parameters"); },
         "The tensors OPT updates, group after group.");
   r.def("current-optimizer", "()", [](Interp& in) { return currentOptimizer(in); },
         "The optimizer that (optimizer-step) with no argument steps, or #f.");
@@ -503,113 +388,17 @@ void registerOptim(Registry& r) {
         },
         "Restores OPT's state from a file written by save-optimizer-state. Returns OPT.");
 
-  // ---- schedulers ----
-  r.def("step-lr", "(opt step-size :key (gamma 0.1))",
-        [](Value opt, int64_t stepSize, double gamma) {
-          if (stepSize <= 0) throwError("value-error", "step-lr: step-size must be positive");
-          auto s = std::make_shared<Scheduler>();
-          s->kind = "step-lr";
-          s->stepSize = stepSize;
-          s->gamma = gamma;
-          return makeScheduler(optimizerArg(opt, "step-lr", 1), s);
-        },
-        "A scheduler multiplying the learning rate by GAMMA every STEP-SIZE scheduler steps (torch.optim.lr_scheduler.StepLR).");
-  r.def("exponential-lr", "(opt gamma)",
-        [](Value opt, double gamma) {
-          auto s = std::make_shared<Scheduler>();
-          s->kind = "exponential-lr";
-          s->gamma = gamma;
-          return makeScheduler(optimizerArg(opt, "exponential-lr", 1), s);
-        },
-        "A scheduler multiplying the learning rate by GAMMA every scheduler step (ExponentialLR).");
-  r.def("cosine-annealing-lr", "(opt t-max :key (eta-min 0.0))",
-        [](Value opt, int64_t tMax, double etaMin) {
-          if (tMax <= 0) throwError("value-error", "cosine-annealing-lr: t-max must be positive");
-          auto s = std::make_shared<Scheduler>();
-          s->kind = "cosine-annealing-lr";
-          s->tMax = tMax;
-          s->etaMin = etaMin;
-          return makeScheduler(optimizerArg(opt, "cosine-annealing-lr", 1), s);
-        },
-        "A scheduler annealing the learning rate from its initial value to ETA-MIN along half a cosine over T-MAX steps "
-        "(CosineAnnealingLR, closed form).");
-  r.def("one-cycle-lr",
-        "(opt max-lr total-steps :key (pct-start 0.3) (anneal-strategy \"cos\") (div-factor 25.0) (final-div-factor 1e4) "
-        "(three-phase #f) (cycle-momentum #t) (base-momentum 0.85) (max-momentum 0.95))",
-        [](Value opt, double maxLr, int64_t total, double pct, std::string anneal, double div, double finalDiv, bool three,
-           bool cycle, double baseM, double maxM) {
-          if (total <= 0) throwError("value-error", "one-cycle-lr: total-steps must be positive");
-          if (anneal != "cos" && anneal != "linear") throwError("value-error", "one-cycle-lr: :anneal-strategy must be \"cos\" or \"linear\"");
-          auto s = std::make_shared<Scheduler>();
-          s->kind = "one-cycle-lr";
-          s->maxLr = maxLr;
-          s->totalSteps = total;
-          s->pctStart = pct;
-          s->cosAnneal = anneal == "cos";
-          s->divFactor = div;
-          s->finalDiv = finalDiv;
-          s->threePhase = three;
-          s->cycleMomentum = cycle;
-          s->baseMomentum = baseM;
-          s->maxMomentum = maxM;
-          return makeScheduler(optimizerArg(opt, "one-cycle-lr", 1), s);
-        },
-        "The 1cycle policy (OneCycleLR): the learning rate rises from MAX-LR/div-factor to MAX-LR over pct-start of "
-        "TOTAL-STEPS, then anneals to initial/final-div-factor; momentum (SGD, RMSprop) or beta1 (Adam, AdamW) cycles "
-        "the other way unless :cycle-momentum #f. Step it once per batch.");
-  r.def("linear-warmup", "(opt warmup-steps :key (start-factor 0.0) then)",
-        [](Value opt, int64_t warmup, double start, Value then) {
-          if (warmup <= 0) throwError("value-error", "linear-warmup: warmup-steps must be positive");
-          auto s = std::make_shared<Scheduler>();
-          s->kind = "linear-warmup";
-          s->warmup = warmup;
-          s->startFactor = start;
-          if (!then.isMissing() && !then.isFalse()) {
-            s->then = schedulerArg(then, "linear-warmup");
-            if (s->then->opt != optimizerArg(opt, "linear-warmup", 1)->opt)
-              throwError("value-error", "linear-warmup: the :then scheduler must drive the same optimizer");
-          }
-          return makeScheduler(optimizerArg(opt, "linear-warmup", 1), s);
-        },
-        "A scheduler raising the learning rate linearly from START-FACTOR times its initial value to the initial value "
-        "over WARMUP-STEPS steps; afterwards it holds it, or hands over to the scheduler given as :then (made first, on "
-        "the same optimizer), which then counts its own steps from 0.");
-  r.def("scheduler-step!", "(s)",
-        [](Value sv) {
-          auto& s = schedulerArg(sv, "scheduler-step!");
-          s->apply(s->step + 1);
-          s->step++;
-          return s->opt->param_groups().at(0).options().get_lr();
-        },
-        "Advances scheduler S by one step and sets its optimizer's learning rate; returns the new rate (first group).");
-  r.def("scheduler-lr", "(s)",
-        [](Value sv) { return schedulerArg(sv, "scheduler-lr")->opt->param_groups().at(0).options().get_lr(); },
-        "The learning rate scheduler S has set (its optimizer's first group).");
-  r.def("scheduler-step-count", "(s)", [](Value sv) { return schedulerArg(sv, "scheduler-step-count")->step; },
-        "How many times scheduler S has been stepped (save it in checkpoints; restore with set-scheduler-step-count!).");
-  r.def("set-scheduler-step-count!", "(s n)",
-        [](Value sv, int64_t n) {
-          auto& s = schedulerArg(sv, "set-scheduler-step-count!");
-          if (n < 0) throwError("value-error", "set-scheduler-step-count!: the count must be non-negative");
-          s->apply(n);
-          s->step = n;
-        },
-        "Sets scheduler S's step count to N and its optimizer's learning rate to match (for resuming training).");
-  r.def("scheduler?", "(x)",
-        [](Value x) { return x.is(Kind::Foreign) && x.as<Foreign>()->typeName == intern("scheduler"); },
-        "True when X is a learning-rate scheduler.");
-
   // ---- gradient clipping ----
   r.def("clip-grad-norm!", "(params max-norm :key (norm-type 2.0) (error-if-nonfinite #f))",
         [](Value params, double maxNorm, double normType, bool errorIfNonfinite) {
-          std::vector<at::Tensor> ps = tensorsOf(params, "clip-grad-norm!");
+          std::vector<at::Tensor> ps = optimizerTensors(params, "clip-grad-norm!");
           return torch::nn::utils::clip_grad_norm_(ps, maxNorm, normType, errorIfNonfinite);
         },
         "Scales the gradients of PARAMS (a module, an optimizer or tensors) so that their joint NORM-TYPE norm is at "
         "most MAX-NORM; returns the norm before clipping (torch.nn.utils.clip_grad_norm_).");
   r.def("clip-grad-value!", "(params clip-value)",
         [](Value params, double clip) {
-          std::vector<at::Tensor> ps = tensorsOf(params, "clip-grad-value!");
+          std::vector<at::Tensor> ps = optimizerTensors(params, "clip-grad-value!");
           torch::nn::utils::clip_grad_value_(ps, clip);
         },
         "Clamps every gradient element of PARAMS (a module, an optimizer or tensors) to [-CLIP-VALUE, CLIP-VALUE].");

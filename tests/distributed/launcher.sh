@@ -65,6 +65,11 @@ node1=$!
 "$run" --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $port "$here/groups.purple" > "$tmp/node0" 2>&1; st0=$?
 wait $node1; st1=$?
 check "a job over two launchers (--nnodes 2)" "$([ $st0 = 0 ] && [ $st1 = 0 ] && [ "$(cat "$tmp/node0" "$tmp/node1" | grep -c ' 0 failed')" = 4 ]; echo $?)" "$st0 $st1: $(cat "$tmp/node0" "$tmp/node1")"
+"$run" --nproc_per_node=2 --rdzv_backend=c10d --rdzv-conf timeout=60 --start_method spawn --role trainer --max_restarts 0 \
+  --monitor_interval 1 --no-purple sh -c 'echo "$RANK"' > "$tmp/out" 2>&1; st=$?
+check "torchrun's agent flags are accepted" "$([ $st = 0 ] && [ "$(sort "$tmp/out" | tr '\n' ' ')" = "0 1 " ]; echo $?)" "status $st: $(cat "$tmp/out")"
+"$run" --nproc-per-node 2 --redirects 3 --no-purple true 2> "$tmp/err"; st=$?
+check "--redirects is refused by name" "$([ $st = 2 ] && grep -q 'unknown option --redirects' "$tmp/err"; echo $?)" "status $st: $(cat "$tmp/err")"
 "$run" --help > "$tmp/out"; check "--help" "$(has "$tmp/out" "nproc-per-node")" "$(cat "$tmp/out")"
 "$run" --bogus x > /dev/null 2> "$tmp/err"; st=$?
 check "an unknown option" "$([ $st = 2 ] && grep -q 'unknown option --bogus' "$tmp/err"; echo $?)" "status $st"

@@ -8,6 +8,8 @@ def fmt(v):
         return "1" if v else "0"
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, str):
+        return v
     return repr(float(v))
 
 
