@@ -19,8 +19,17 @@ void registerAllBuiltins(Interp& in) {
       {"autograd", registerAutograd},
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
       {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSchedulers},
-      {"nn", registerOptimizers}, {"nn", registerAmp}, {"nn", registerAveragedModels}, {"nn", registerSerialize},
+      {"nn", registerOptimizers}, {"nn", registerOptimizerState}, {"nn", registerAmp},
+      {"nn", registerAveragedModels}, {"nn", registerSerialize},
+      {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript},
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataIO}, {"metrics", registerMetrics},
+      {"display", registerImages}, {"display", registerHtml},
+#ifdef PURPLE_HAVE_PLOT
+      {"plot", registerPlot},
+#endif
+#ifdef PURPLE_HAVE_TENSORBOARD
+      {"tensorboard", registerTensorBoard},
+#endif
 #ifdef PURPLE_HAVE_DISTRIBUTED
       {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},
       {"distributed", registerDistHandles}, {"distributed", registerDistObjects},

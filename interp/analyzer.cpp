@@ -6,34 +6,89 @@
 #include "interp/interp_state.hpp"
 #include "interp/printer.hpp"
 #include "interp/reader.hpp"
+#include "interp/file_io.hpp"
 #include <array>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace purple {
 
+namespace {
+
+inline bool isContainer(Value v) { return isPair(v) || v.is(Kind::Vector); }
+
+using ValueStack = std::vector<Value, traceable_allocator<Value>>;
+
+inline void pushChildren(Value v, ValueStack& stack) {
+  if (isPair(v)) {
+    stack.push_back(cdr(v));
+    stack.push_back(car(v));
+  } else {
+    auto* vec = v.as<Vector>();
+    for (uint32_t i = vec->extra; i-- > 0;) stack.push_back(vec->items[i]);
+  }
+}
+
+// Whether an alias is reachable from x. Quoted data may be cyclic ('#0=(1 . #0#)) or a
+// million elements long, so the walk keeps its own stack; past a few thousand objects it also
+// remembers what it has seen, so that a cycle ends it.
+bool containsAlias(Value x) {
+  ValueStack stack{x};
+  std::unordered_set<const Object*> seen;
+  size_t visits = 0;
+  constexpr size_t kUntracked = 4096;   // small data: no set needed
+  while (!stack.empty()) {
+    Value v = stack.back();
+    stack.pop_back();
+    if (v.is(Kind::Alias)) return true;
+    if (!isContainer(v)) continue;
+    if (++visits > kUntracked && !seen.insert(v.obj()).second) continue;
+    pushChildren(v, stack);
+  }
+  return false;
+}
+
+// A copy of the pairs and vectors reachable from x with every alias replaced by its symbol;
+// sharing and cycles are kept (each object is copied once).
+Value copyWithoutAliases(Value x) {
+  std::unordered_map<const Object*, Value> copies;
+  ValueStack originals, made, stack{x};
+  while (!stack.empty()) {
+    Value v = stack.back();
+    stack.pop_back();
+    if (!isContainer(v) || copies.count(v.obj())) continue;
+    Value c = isPair(v) ? cons(Value::nil(), Value::nil()) : makeVector(v.as<Vector>()->extra);
+    copies.emplace(v.obj(), c);
+    originals.push_back(v);
+    made.push_back(c);
+    pushChildren(v, stack);
+  }
+  auto image = [&](Value v) {
+    if (v.is(Kind::Alias)) return baseSymbol(v);
+    return isContainer(v) ? copies.at(v.obj()) : v;
+  };
+  for (size_t i = 0; i < originals.size(); i++) {
+    Value o = originals[i], c = made[i];
+    if (isPair(o)) {
+      c.as<Pair>()->car = image(car(o));
+      c.as<Pair>()->cdr = image(cdr(o));
+    } else {
+      auto* from = o.as<Vector>();
+      for (uint32_t k = 0; k < from->extra; k++) c.as<Vector>()->items[k] = image(from->items[k]);
+    }
+  }
+  return image(x);
+}
+
+}  // namespace
+
 Value stripSyntax(Value x) {
   if (x.is(Kind::Alias)) return baseSymbol(x);
-  if (isPair(x)) {
-    Value a = stripSyntax(car(x)), d = stripSyntax(cdr(x));
-    if (a == car(x) && d == cdr(x)) return x;
-    return cons(a, d);
-  }
-  if (x.is(Kind::Vector)) {
-    auto* v = x.as<Vector>();
-    Value out = Value::f();
-    for (uint32_t i = 0; i < v->extra; i++) {
-      Value s = stripSyntax(v->items[i]);
-      if (s != v->items[i] && out.isFalse()) {
-        out = makeVector(v->extra);
-        for (uint32_t k = 0; k < v->extra; k++) out.as<Vector>()->items[k] = v->items[k];
-      }
-      if (!out.isFalse()) out.as<Vector>()->items[i] = s;
-    }
-    return out.isFalse() ? x : out;
-  }
-  return x;
+  if (!isContainer(x) || !containsAlias(x)) return x;
+  return copyWithoutAliases(x);
 }
 
 Value baseSymbol(Value id) {
@@ -119,6 +174,7 @@ struct Analyzer {
   Interp& in;
   PositionTable* positions;
   SourcePos pos;                 // position of the innermost form with a known position
+  int64_t nesting = 0;           // analyze calls in progress
 
   template <class T>
   T* node(Op op, size_t extraBytes = 0) {
@@ -219,14 +275,16 @@ struct Analyzer {
   // ---- expansion ----
 
   Value expandMacro(Value macro, Scope* macroScope, Value form, Scope* scope) {
+    // An expansion is a step: a macro that expands forever in a body (which loops rather than
+    // recursing) meets the interrupt and the step and time budgets.
+    if (--in.stepsLeft <= 0) in.safePoint();
     auto* m = macro.as<Macro>();
     if (m->flags & 1) {
       Value args = stripSyntax(cdr(form));
-      Value argv[64];
-      int n = 0;
-      for (Value p = args; isPair(p) && n < 64; p = cdr(p)) argv[n++] = car(p);
       if (!isList(args)) syntaxError("improper macro call", form);
-      return in.apply(m->transformer, argv, n);
+      ValueVec argv;
+      for (Value p = args; isPair(p); p = cdr(p)) argv.push_back(car(p));
+      return in.apply(m->transformer, argv.data(), int(argv.size()));
     }
     Scope* def = static_cast<Scope*>(m->scope);
     return expandSyntaxRules(m->transformer, form, def, m->name);
@@ -262,7 +320,14 @@ struct Analyzer {
   }
 
   Node* analyze(Value x, Scope* scope) {
-    if (stackNearlyFull()) throwError("recursion-error", "expression nested too deeply to compile");
+    // A cyclic form (#0=(f #0#)) nests without end: the depth limit ends it long before the
+    // stack would on a big stack.
+    if (stackNearlyFull() || nesting >= in.limits.maxDepth)
+      throwError("recursion-error", "expression nested too deeply to compile");
+    struct Nest {
+      int64_t& n;
+      ~Nest() { n--; }
+    } nest{++nesting};
     if (isIdentifier(x)) {
       if (isKeyword(x)) return constant(x);
       return variable(x, scope, x);
@@ -293,6 +358,7 @@ struct Analyzer {
     if (argc == SIZE_MAX) syntaxError("improper argument list in call", x);
     auto* n = node<AppNode>(Op::App, argc * sizeof(Node*));
     n->pos = pos;
+    if (in.loadingPrelude) n->flags |= kAppInPrelude;
     n->argc = uint32_t(argc);
     n->appArgMask = 0;
     n->tensorArgMask = 0;
@@ -433,7 +499,7 @@ struct Analyzer {
         syntaxError("er-macro-transformer is not supported; use syntax-rules or define-macro", form);
     }
     // Any other expression must evaluate to a procedure: a CL-style transformer of the form.
-    if (scope->parent) syntaxError("local transformers must be syntax-rules", form);
+    if (scope && scope->parent) syntaxError("local transformers must be syntax-rules", form);
     Value proc = in.evalForm(spec);
     if (!isProcedure(proc)) syntaxError("define-syntax: expected syntax-rules or a procedure", form);
     Value wrapper = proc;   // receives the whole form's arguments like define-macro
@@ -460,6 +526,7 @@ struct Analyzer {
     enum { Req, Opt, Key, Rest } mode = Req;
     ValueVec defaults, keys;
     Value restName = Value::f();
+    if (isCircularList(params)) syntaxError("circular parameter list", whole);
     Value p = params;
     for (; isPair(p); p = cdr(p)) {
       Value x = car(p);
@@ -643,6 +710,7 @@ struct Analyzer {
     Node* binder = letNode({slot}, NodeVec{fn}, ref);
     auto* app = node<AppNode>(Op::App, inits.size() * sizeof(Node*));
     app->pos = pos;
+    if (in.loadingPrelude) app->flags |= kAppInPrelude;
     app->fn = binder;
     app->argc = uint32_t(inits.size());
     app->appArgMask = 0;
@@ -655,7 +723,7 @@ struct Analyzer {
   }
 
   Node* letSyntax(Value x, Scope* scope, bool rec) {
-    if (!isPair(cdr(x))) syntaxError("bad let-syntax", x);
+    if (!isPair(cdr(x)) || !isList(cadr(x))) syntaxError("bad let-syntax", x);
     Scope inner;
     inner.parent = scope;
     inner.lambda = scope->lambda;
@@ -853,7 +921,9 @@ struct Analyzer {
   // ---- feature expressions, include, libraries ----
 
   bool featureMatch(Value req) {
+    if (stackNearlyFull()) throwError("recursion-error", "feature requirement nested too deeply");
     req = stripSyntax(req);
+    if (isPair(req) && !isList(req)) syntaxError("bad feature requirement", req);
     if (isSymbol(req)) {
       for (Value f = in.st->features; isPair(f); f = cdr(f))
         if (car(f) == req) return true;
@@ -890,11 +960,7 @@ struct Analyzer {
       if (!isString(car(p))) syntaxError("include expects file names", x);
       requireFileAccess("include");
       std::string path = in.resolveRelative(std::string(stringView(car(p))), pos);
-      std::ifstream f(path);
-      if (!f) throwError("file-error", "include: cannot open " + path);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      std::string text = ss.str();
+      std::string text = readWholeFile(path, "include");
       Value file = makeString(path);
       Reader r(text, file, positions);
       Value d;

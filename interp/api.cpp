@@ -253,7 +253,7 @@ PV objectApplyHook(Interp& in, PV fn, const PV* argv, int argc) {
     return in.apply(method, args, argc);
   }
   if (gPreviousApplyHook) return gPreviousApplyHook(in, fn, argv, argc);
-  throwError("type-error", "attempt to call a non-procedure: " + toWriteString(fn), listFromArray(&fn, 1));
+  throwError("type-error", "attempt to call a non-procedure:", listFromArray(&fn, 1));
 }
 
 // ---- tensor memory cap ---------------------------------------------------------------------
@@ -522,10 +522,7 @@ std::string Error::report() const {
 
 Exit::Exit(int code) : Error("exit", "exit called with code " + std::to_string(code)), code_(code) {}
 
-void setHeapLimit(std::size_t bytes) {
-  gcInit();
-  GC_set_max_heap_size(bytes);
-}
+void setHeapLimit(std::size_t bytes) { gcSetHeapLimit(bytes); }
 
 // ---- conversions ---------------------------------------------------------------------------
 
@@ -793,11 +790,7 @@ Value Interpreter::eval(std::string_view code, std::string_view sourceName) {
 Value Interpreter::load(const std::string& path) {
   return guarded(*impl_, [&]() -> PV {
     Interp& in = *impl_->interp;
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throwError("file-error", "cannot open file: " + path, listFromArray(nullptr, 0));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::string text = ss.str();
+    std::string text = readWholeFile(path, "load");   // a directory is an error, not empty
     if (text.size() >= 2 && text[0] == '#' && text[1] == '!') {
       size_t nl = text.find('\n');
       text.replace(0, nl == std::string::npos ? text.size() : nl, "");

@@ -62,6 +62,36 @@ int openListsAtEnd(std::string_view code) {
   return depth;
 }
 
+// A Purple list of representations, (MIME-TYPE DATA [:width W :height H]) ..., as a MimeBundle;
+// malformed entries are skipped (representations has checked them).
+MimeBundle bundleOf(PV reps) {
+  MimeBundle out;
+  for (PV p = reps; isPair(p); p = cdr(p)) {
+    PV e = car(p);
+    if (!isPair(e) || !isString(car(e)) || !isPair(cdr(e))) continue;
+    Representation r;
+    r.mimeType = std::string(stringView(car(e)));
+    PV d = car(cdr(e));
+    if (isString(d)) {
+      r.data = std::string(stringView(d));
+    } else if (d.is(Kind::Bytevector)) {
+      auto* bv = d.as<Bytevector>();
+      r.data.assign(reinterpret_cast<const char*>(bv->bytes), bv->extra);
+      r.binary = true;
+    } else {
+      continue;
+    }
+    for (PV q = cdr(cdr(e)); isPair(q) && isPair(cdr(q)); q = cdr(cdr(q))) {
+      PV key = car(q), value = car(cdr(q));
+      if (!isKeyword(key) || !value.isFixnum()) continue;
+      if (symbolName(key) == "width") r.width = int(value.fixnum());
+      else if (symbolName(key) == "height") r.height = int(value.fixnum());
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 void setPortParameter(PV param, PV port) {
   if (param.is(Kind::Parameter)) param.as<Parameter>()->value = port;
 }
@@ -169,6 +199,30 @@ std::optional<std::string> Interpreter::documentation(std::string_view name) {
     return PV::unspecified();
   });
   return text;
+}
+
+MimeBundle Interpreter::represent(const Value& v) {
+  MimeBundle out;
+  runGuarded(impl_, [&]() -> PV {
+    Interp& in = interpOf(impl_);
+    out = bundleOf(in.apply(in.lookupGlobal("representations"), {PV(v.word(), 0)}));
+    return PV::unspecified();
+  });
+  return out;
+}
+
+void Interpreter::setDisplayHandler(DisplayHandler handler, bool live) {
+  if (!handler) {
+    setValue("%display-hook", Value::boolean(false));
+    setValue("%display-live?", Value::boolean(false));
+    return;
+  }
+  define("%display-hook", "(representations display-id update)",
+         [handler = std::move(handler)](Value reps, std::string id, bool update) {
+           handler(bundleOf(PV(reps.word(), 0)), id, update);
+         },
+         "Internal: sends representations to the front end's display (Interpreter::setDisplayHandler).");
+  setValue("%display-live?", Value::boolean(live));
 }
 
 void Interpreter::cancelInterrupt() { interpOf(impl_).interruptRequested_.store(false); }

@@ -6,6 +6,7 @@
 #include "interp/printer.hpp"
 #include "interp/reader.hpp"
 #include <cmath>
+#include <mutex>
 
 namespace purple {
 
@@ -36,7 +37,7 @@ void throwConversionError(const PrimitiveInfo* info, int index, std::string_view
     throwError("arity-error", info->name + ": missing argument " + std::to_string(index + 1) + " (" +
                                   paramName(info, index) + ")");
   std::string msg = info->name + ": argument " + std::to_string(index + 1) + " (" + paramName(info, index) +
-                    ") must be " + std::string(expected) + ", got " + toWriteString(got);
+                    ") must be " + std::string(expected) + ", got " + toWriteStringBounded(got);
   Value err = makeError(intern("type-error"), msg, Value::nil());
   err.as<ErrorObject>()->who = intern(info->name);
   if (Interp* in = Interp::current()) err.as<ErrorObject>()->backtrace = in->backtrace();
@@ -100,12 +101,15 @@ struct ParsedParam {
 }  // namespace
 
 // Names, in C++ parameter order, kept beside the info (the info is per builtin, lives forever).
+// Interpreters are made on several threads at once: the table has a lock.
+static std::mutex gParamNamesLock;
 static std::unordered_map<const PrimitiveInfo*, std::vector<std::string>>& paramNames() {
   static auto* m = new std::unordered_map<const PrimitiveInfo*, std::vector<std::string>>();
   return *m;
 }
 
 static std::string paramName(const PrimitiveInfo* info, int index) {
+  std::lock_guard<std::mutex> g(gParamNamesLock);
   auto it = paramNames().find(info);
   if (it == paramNames().end() || index < 0 || size_t(index) >= it->second.size()) return "?";
   return it->second[size_t(index)];
@@ -177,13 +181,25 @@ PrimitiveInfo* Registry::makeInfo(std::string_view name, std::string_view signat
                            " parameters but the C++ function takes " + std::to_string(cppParams));
   info->keys = keys.empty() ? nullptr : static_cast<Value*>(gcAllocRoot(keys.size() * sizeof(Value)));
   for (size_t i = 0; i < keys.size(); i++) info->keys[i] = keys[i];
+  if (!keys.empty()) {
+    info->keyTwin = new int[keys.size()];
+    int keyBase = info->nParams - info->nKeys;
+    for (int k = 0; k < info->nKeys; k++) {
+      info->keyTwin[k] = -1;
+      for (int o = info->nRequired; o < info->nRequired + info->nOptional; o++)
+        if (params[size_t(o)].name == params[size_t(keyBase + k)].name) info->keyTwin[k] = o;
+    }
+  }
   info->defaults = static_cast<Value*>(gcAllocRoot((params.size() + 1) * sizeof(Value)));
   std::vector<std::string> names;
   for (size_t i = 0; i < params.size(); i++) {
     info->defaults[i] = params[i].defaultValue;
     names.push_back(params[i].name);
   }
-  paramNames()[info] = std::move(names);
+  {
+    std::lock_guard<std::mutex> g(gParamNamesLock);
+    paramNames()[info] = std::move(names);
+  }
   return info;
 }
 
@@ -250,9 +266,19 @@ Value* bindArguments(Interp& in, Value* argv, int argc, PrimitiveInfo* info, Val
   if (argc < nreq) throwArityError(info->name, argc, info->signature);
   int i = 0, s = 0;
   for (; i < nreq; i++) slots[s++] = argv[i];
+  int optionalGiven = 0;
   for (int k = 0; k < nopt; k++, s++) {
-    if (i < argc && !isDeclaredKey(info, argv[i])) slots[s] = argv[i++];
-    else slots[s] = info->defaults[s];
+    if (i < argc && !isDeclaredKey(info, argv[i])) {
+      // `(tensor-sum x :dimm 0)`: an unknown keyword followed by a value, where keywords are
+      // expected, is a misspelt option, not a keyword passed as the optional argument.
+      if (info->nKeys && !info->hasRest && isKeyword(argv[i]) && i + 1 < argc)
+        throwError("arity-error", info->name + ": unknown keyword " + toWriteString(argv[i]) + " (known: " +
+                                      knownKeys(info) + ")");
+      slots[s] = argv[i++];
+      optionalGiven++;
+    } else {
+      slots[s] = info->defaults[s];
+    }
   }
   if (info->hasRest) {
     int start = i;
@@ -261,11 +287,12 @@ Value* bindArguments(Interp& in, Value* argv, int argc, PrimitiveInfo* info, Val
   }
   int keyBase = s;
   for (int k = 0; k < info->nKeys; k++) slots[keyBase + k] = info->defaults[keyBase + k];
+  uint64_t given = 0;   // keys seen (a repeated one is an error); past 64 keys, unchecked
   while (i < argc) {
     Value key = argv[i];
     if (!isKeyword(key)) {
       if (info->nKeys == 0) throwArityError(info->name, argc, info->signature);
-      throwError("arity-error", info->name + ": unexpected argument " + toWriteString(key) +
+      throwError("arity-error", info->name + ": unexpected argument " + toWriteStringBounded(key) +
                                     " where a keyword (" + knownKeys(info) + ") was expected");
     }
     int k = 0;
@@ -274,6 +301,15 @@ Value* bindArguments(Interp& in, Value* argv, int argc, PrimitiveInfo* info, Val
       throwError("arity-error", info->name + ": unknown keyword " + toWriteString(key) + " (known: " +
                                     knownKeys(info) + ")");
     if (i + 1 >= argc) throwError("arity-error", info->name + ": keyword " + toWriteString(key) + " needs a value");
+    if (k < 64) {
+      if (given & (uint64_t(1) << k))
+        throwError("arity-error", info->name + ": keyword " + toWriteString(key) + " given twice");
+      given |= uint64_t(1) << k;
+    }
+    int twin = info->keyTwin ? info->keyTwin[k] : -1;
+    if (twin >= 0 && twin - nreq < optionalGiven)
+      throwError("arity-error", info->name + ": " + std::string(symbolName(key)) + " given twice, by position and as " +
+                                    toWriteString(key));
     slots[keyBase + k] = argv[i + 1];
     i += 2;
   }

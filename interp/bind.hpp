@@ -38,6 +38,9 @@ struct PrimitiveInfo {
   bool hasRest = false;
   int nKeys = 0;
   Value* keys = nullptr;          // keyword symbols (interned, never collected)
+  // Per key: the optional parameter of the same name (`(x :optional dim :key dim)` takes dim
+  // either way), whose slot index it is, else -1. Giving both is an error.
+  int* keyTwin = nullptr;
   Value* defaults = nullptr;      // per parameter: default literal or missing(); GC root
   int nParams = 0;                // required + optional + rest + keys
   void* callable = nullptr;       // the C++ callable (typed defs)

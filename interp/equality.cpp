@@ -250,6 +250,7 @@ bool equalValues(Value a, Value b) {
         break;
       }
       if (k == Kind::Box) {   // boxes print and read as values; compare contents
+        if (checkCycles && uf.unite(x.obj(), y.obj())) break;
         x = x.as<Box>()->value;
         y = y.as<Box>()->value;
         continue;

@@ -22,7 +22,7 @@ PurpleException::PurpleException(Value payload, bool continuable)
 const char* PurpleException::what() const noexcept {
   try {
     Value p = payload_.get();
-    what_ = p.is(Kind::ErrorObject) ? errorMessage(p) : "raised: " + toWriteString(p);
+    what_ = p.is(Kind::ErrorObject) ? errorMessage(p) : "raised: " + toWriteStringBounded(p);
   } catch (...) {
     what_ = "purple error";
   }
@@ -30,14 +30,20 @@ const char* PurpleException::what() const noexcept {
 }
 
 std::string errorMessage(Value e) {
-  if (!e.is(Kind::ErrorObject)) return toWriteString(e);
+  if (!e.is(Kind::ErrorObject)) return toWriteStringBounded(e);
   auto* err = e.as<ErrorObject>();
   std::string out;
   if (isString(err->message)) out += stringView(err->message);
-  else out += toDisplayString(err->message);
+  else out += toWriteStringBounded(err->message);
+  // Irritants may be anything a script passed to `error`, a circular list of them included.
+  size_t shown = 0;
   for (Value p = err->irritants; isPair(p); p = cdr(p)) {
+    if (++shown > 20) {
+      out += " ...";
+      break;
+    }
     out += ' ';
-    out += toWriteString(car(p));
+    out += toWriteStringBounded(car(p));
   }
   return out;
 }
@@ -55,7 +61,7 @@ void throwError(std::string_view kind, std::string message, Value irritants) {
 
 void throwTypeError(std::string_view who, int argIndex, std::string_view expected, Value got) {
   std::string msg = std::string(who) + ": argument " + std::to_string(argIndex) + " must be " +
-                    std::string(expected) + ", got " + toWriteString(got);
+                    std::string(expected) + ", got " + toWriteStringBounded(got);
   Value err = makeError(intern("type-error"), msg, Value::nil());
   err.as<ErrorObject>()->who = intern(who);
   throwErrorObject(err);

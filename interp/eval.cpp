@@ -13,8 +13,8 @@
 
 namespace purple {
 
-Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec);
-at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec);
+Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
+at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
 
 namespace {
 
@@ -35,6 +35,36 @@ struct DepthRestore {
 [[noreturn]] void recursionTooDeep(Interp& in) {
   in.depth--;
   throwRecursionError(in);
+}
+
+// A primitive's own call record, above the activation that calls it, for the length of the
+// call: a builtin never overwrites the record of the closure calling it, so a backtrace shows
+// both (`in car at ...`, then `in inner at ...`).
+class PrimitiveFrame {
+ public:
+  PrimitiveFrame(Interp& in, AppNode* app, Value fn) : in_(in) {
+    if (++in.depth > in.limits.maxDepth) recursionTooDeep(in);
+    Interp::CallRecord& r = in.callStack[in.depth];
+    r.node = app;
+    r.proc = fn;
+    r.userCall = nullptr;
+  }
+  ~PrimitiveFrame() { in_.depth--; }
+  PrimitiveFrame(const PrimitiveFrame&) = delete;
+  PrimitiveFrame& operator=(const PrimitiveFrame&) = delete;
+
+ private:
+  Interp& in_;
+};
+
+// The record of the closure call `app` made by the activation owning `rec`.
+inline void recordClosureCall(Interp::CallRecord* rec, AppNode* app, Value fn) {
+  rec->node = app;
+  rec->proc = fn;
+  if (!(app->flags & kAppInPrelude)) {
+    rec->userCall = app;
+    rec->userProc = fn;
+  }
 }
 
 [[noreturn]] void unboundVariable(GlobalCell* cell) {
@@ -124,7 +154,7 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
       if (fn.is(Kind::Primitive)) {
         if (isInlineCall(app, fn))
           return app->appArgMask ? inlinePrimitiveOnCalls(in, app, fn, env) : inlinePrimitiveApp(in, app, fn, env);
-        return callPrimitiveApp(in, app, fn, env, &in.callStack[in.depth]);
+        return callPrimitiveApp(in, app, fn, env);
       }
     }
   }
@@ -148,7 +178,7 @@ inline bool isUnboxedTensorCall(Node* n, Value* fnOut) {
 inline void evalIntoSlot(Interp& in, Node* n, Frame* env, Value& slot) {
   Value fn;
   if (isUnboxedTensorCall(n, &fn)) {
-    assignFreshTensor(slot, callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env, &in.callStack[in.depth]));
+    assignFreshTensor(slot, callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env));
     return;
   }
   Value v = evalSimple(in, n, env);
@@ -183,7 +213,7 @@ inline void evalForEffect(Interp& in, Node* n, Frame* env) {
       return;
     case Op::App:
       if (isUnboxedTensorCall(n, &fn)) {
-        callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env, &in.callStack[in.depth]);
+        callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env);
         noteTensorFreedUnboxed();
         return;
       }
@@ -283,12 +313,11 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
 }
 
 // A builtin with an InlineOp on what inlinePrimitive declined (generic numbers, tensors, errors),
-// with the call recorded for backtraces.
+// in its own call record (PrimitiveFrame) and polling for interrupts as every builtin call does.
 __attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc) {
   auto* p = fn.as<Primitive>();
-  Interp::CallRecord* rec = &in.callStack[in.depth];
-  rec->node = app;
-  rec->proc = fn;
+  PrimitiveFrame frame(in, app, fn);
+  in.poll();
   return p->fn(in, argv, int(argc), p->info);
 }
 
@@ -407,8 +436,14 @@ static void bindGeneralArgs(Interp& in, Value proc, Frame* f, const Value* argv,
   int i = int(nreq);
   uint32_t slot = nreq;
   for (uint32_t k = 0; k < l->nOptional; k++, slot++) {
-    if (i < argc && !isDeclaredKey(l, argv[i])) f->slots[slot] = argv[i++];
-    else f->slots[slot] = Value::missing();
+    if (i < argc && !isDeclaredKey(l, argv[i])) {
+      // an unknown keyword followed by a value where keywords are expected: a misspelt option
+      if (l->nKeys && !l->hasRest && isKeyword(argv[i]) && i + 1 < argc)
+        throwError("arity-error", describeProcedure(proc) + ": unknown keyword argument " + toWriteString(argv[i]));
+      f->slots[slot] = argv[i++];
+    } else {
+      f->slots[slot] = Value::missing();
+    }
   }
   uint32_t keyBase = slot;
   for (uint32_t k = 0; k < l->nKeys; k++) f->slots[keyBase + k] = Value::missing();
@@ -421,11 +456,12 @@ static void bindGeneralArgs(Interp& in, Value proc, Frame* f, const Value* argv,
       while (k < l->nKeys && l->keyNames[k] != key) k++;
       if (k == l->nKeys) {
         if (l->hasRest) continue;
-        throwError("arity-error", describeProcedure(proc) + ": unknown keyword argument " + toWriteString(key),
-                   listFromArray(&key, 1));
+        throwError("arity-error", describeProcedure(proc) + ": unknown keyword argument " + toWriteString(key));
       }
       if (a + 1 >= argc)
         throwError("arity-error", describeProcedure(proc) + ": keyword " + toWriteString(key) + " needs a value");
+      if (!f->slots[keyBase + k].isMissing())
+        throwError("arity-error", describeProcedure(proc) + ": keyword " + toWriteString(key) + " given twice");
       f->slots[keyBase + k] = argv[a + 1];
     }
   } else if (!l->hasRest && i < argc) {
@@ -479,14 +515,13 @@ __attribute__((noinline)) Frame* bindOwnedTensorCall(Interp& in, AppNode* app, V
   for (uint32_t i = first; i < app->argc; i++) {
     Value g;
     if (((app->tensorArgMask >> i) & 1) && owned.hasRoom() && isUnboxedTensorCall(app->args[i], &g)) {
-      argv[i] = owned.hold(callTensorPrimitiveApp(in, static_cast<AppNode*>(app->args[i]), g, env, rec));
+      argv[i] = owned.hold(callTensorPrimitiveApp(in, static_cast<AppNode*>(app->args[i]), g, env));
       ownedMask |= 1u << i;
     } else {
       argv[i] = evalSimple(in, app->args[i], env);
     }
   }
-  rec->node = app;
-  rec->proc = fn;
+  recordClosureCall(rec, app, fn);
   Frame* f = frameForCall(fn, frameStore, frameStoreLive, argv, app->argc, ownedMask);
   if (ownedMask) adoptOwnedArguments(argv, app->argc, ownedMask);
   bindClosureArgs(in, fn, f, argv, int(app->argc));
@@ -531,8 +566,7 @@ inline bool canOverwriteTemporary(const at::Tensor& t) {
 // frees each intermediate tensor right away, as Python's reference counting would, and
 // tensor-returning ones never get a GC cell at all.
 template <bool Unboxed>
-std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode* app, Value fn, Frame* env,
-                                                            Interp::CallRecord* rec) {
+std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
   // Nested primitive calls recurse here without a new eval activation: guard the C++ stack.
   if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
   auto* p = fn.as<Primitive>();
@@ -549,12 +583,12 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
       if (inner->fn->op() == Op::Global) {
         Value g = static_cast<GlobalNode*>(inner->fn)->cell->value;
         if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimUnboxedTensor) && scratch.hasRoom()) {
-          argv[i] = scratch.hold(primitiveApp<true>(in, inner, g, env, rec));
+          argv[i] = scratch.hold(primitiveApp<true>(in, inner, g, env));
           scratchMask |= 1u << i;
           continue;
         }
         if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) {
-          argv[i] = primitiveApp<false>(in, inner, g, env, rec);
+          argv[i] = primitiveApp<false>(in, inner, g, env);
           fresh |= 1u << i;
           continue;
         }
@@ -567,8 +601,8 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
     Value quick;
     if (p->small && !(fresh | scratchMask) && inlinePrimitive(InlineOp(p->small), argc, argv, &quick)) return quick;
   }
-  rec->node = app;
-  rec->proc = fn;
+  PrimitiveFrame frame(in, app, fn);
+  in.poll();
   if (scratchMask == 1 && argc == 1 && p->info->inPlace && canOverwriteTemporary(tensorOf(argv[0]))) {
     at::Tensor& t = tensorOf(argv[0]);
     try {
@@ -592,32 +626,42 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
 }
 }  // namespace
 
-Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
-  return primitiveApp<false>(in, app, fn, env, rec);
+Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
+  return primitiveApp<false>(in, app, fn, env);
 }
 
-at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env, Interp::CallRecord* rec) {
-  return primitiveApp<true>(in, app, fn, env, rec);
+at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
+  return primitiveApp<true>(in, app, fn, env);
+}
+
+namespace {
+[[noreturn]] void throwStop(const char* kind, std::string message) {
+  throw PurpleInterrupt(makeError(intern(kind), message, Value::nil()));
+}
+}  // namespace
+
+void Interp::attend() {
+  // A stop stays requested while it unwinds (cleanup code such as dynamic-wind exits meets it
+  // again at its next poll); whoever receives the interrupt clears it, and the next
+  // outermost evaluation re-arms the budgets.
+  if (interruptRequested_.load(std::memory_order_acquire)) throwStop("interrupt", "interrupted");
+  if (deadlinePassed.load(std::memory_order_acquire)) throwStop("time-limit", "time budget exhausted");
+  attention.store(false, std::memory_order_relaxed);
+  // A request that arrived while the flag was being cleared must not be lost.
+  if (interruptRequested_.load(std::memory_order_seq_cst) || deadlinePassed.load(std::memory_order_seq_cst))
+    attention.store(true, std::memory_order_relaxed);
 }
 
 void Interp::safePoint() {
   stepsLeft = 1024;
-  // The request stays set while the interrupt unwinds (cleanup code such as dynamic-wind
-  // exits meets it again at its next safe point); whoever receives the interrupt clears it.
-  if (interruptRequested_.load(std::memory_order_relaxed)) {
-    throw PurpleInterrupt(makeError(intern("interrupt"), "interrupted", Value::nil()));
-  }
+  if (interruptRequested_.load(std::memory_order_relaxed)) throwStop("interrupt", "interrupted");
   if (gcFinalizersPending()) gcRunFinalizers();
   if (limits.maxSteps > 0) {
-    if (stepBudgetLeft <= 1024) {
-      throw PurpleInterrupt(makeError(intern("step-limit"), "step budget exhausted (" +
-                                      std::to_string(limits.maxSteps) + " steps)", Value::nil()));
-    }
+    if (stepBudgetLeft <= 1024)
+      throwStop("step-limit", "step budget exhausted (" + std::to_string(limits.maxSteps) + " steps)");
     stepBudgetLeft -= 1024;
   }
-  if (hasDeadline && std::chrono::steady_clock::now() > deadline) {
-    throw PurpleInterrupt(makeError(intern("time-limit"), "time budget exhausted", Value::nil()));
-  }
+  if (hasDeadline && std::chrono::steady_clock::now() > deadline) throwStop("time-limit", "time budget exhausted");
 }
 
 void Interp::checkInterrupt() { safePoint(); }
@@ -629,6 +673,7 @@ Value Interp::eval(Node* node, Frame* env) {
   CallRecord* rec = &callStack[depth];
   rec->node = node;
   rec->proc = Value::f();
+  rec->userCall = nullptr;
   alignas(16) char frameStore[kFrameStoreBytes];
   bool frameStoreLive = false;        // frameStore holds the frame of an earlier call
 
@@ -752,7 +797,7 @@ Value Interp::eval(Node* node, Frame* env) {
         if (fn.is(Kind::Primitive)) {
           if (isInlineCall(app, fn))
             return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
-          return callPrimitiveApp(*this, app, fn, env, rec);
+          return callPrimitiveApp(*this, app, fn, env);
         }
         uint32_t argc = app->argc;
         Value argvBuf[kInlineSlots];
@@ -772,8 +817,7 @@ Value Interp::eval(Node* node, Frame* env) {
           node = fn.as<Closure>()->code->body;
           continue;
         }
-        rec->node = app;
-        rec->proc = fn;
+        recordClosureCall(rec, app, fn);
         if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
         if (!fn.is(Kind::Closure)) return apply(shareValue(fn), argv, int(argc));
         LambdaNode* l = fn.as<Closure>()->code;
@@ -792,13 +836,14 @@ Value Interp::eval(Node* node, Frame* env) {
 }
 
 Value Interp::apply(Value fn, const Value* argv, int argc) {
-  if (!fn.isObject()) throwError("type-error", "attempt to call a non-procedure: " + toWriteString(fn), listFromArray(&fn, 1));
+  if (!fn.isObject()) throwError("type-error", "attempt to call a non-procedure:", listFromArray(&fn, 1));
   switch (fn.obj()->kind) {
     case Kind::Primitive: {
       Value buf[kInlineSlots];
       Value* args = argc <= int(kInlineSlots) ? buf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
       for (int i = 0; i < argc; i++) args[i] = argv[i];
       auto* p = fn.as<Primitive>();
+      poll();
       return p->fn(*this, args, argc, p->info);
     }
     case Kind::CaseLambda:

@@ -7,12 +7,16 @@
 #include "interp/gc.hpp"
 #include "interp/value.hpp"
 #include <gc/gc.h>
+#include <gc/gc_mark.h>
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace purple {
 
@@ -32,6 +36,44 @@ int keepOnlyPurpleRoots(const char* name, void*, size_t) {
 }
 
 void onFinalizersReady() { gFinalizersPending.store(true, std::memory_order_relaxed); }
+
+// GC_INIT counts the thread it runs on as the process's first thread, with the main thread's
+// stack. When that is a worker thread (a host whose first use of Purple is on a worker, or one
+// that dlopens libpurple there), the thread is given its own stack bottom and is unregistered
+// when it exits; otherwise every later collection signals a dead thread and aborts ("Signals
+// delivery fails constantly"). libpurple's load-time constructor below makes this rare: a
+// linked host initialises the collector on its main thread before main() runs.
+struct InitThreadExit {
+  bool active = false;
+  ~InitThreadExit() {
+    if (active && GC_thread_is_registered()) GC_unregister_my_thread();
+  }
+};
+thread_local InitThreadExit tInitThreadExit;
+
+void* setOwnStackBottom(void* sb) {
+  GC_set_stackbottom(nullptr, static_cast<GC_stack_base*>(sb));
+  return nullptr;
+}
+
+struct GrowingRoots {
+  const void* base;
+  const int64_t* used;
+  size_t unitBytes;
+};
+// Changed and read only under the collector's allocation lock.
+std::vector<GrowingRoots>* gGrowingRoots = new std::vector<GrowingRoots>();
+GC_push_other_roots_proc gPreviousPushOtherRoots = nullptr;
+
+void GC_CALLBACK pushGrowingRoots() {
+  if (gPreviousPushOtherRoots) gPreviousPushOtherRoots();   // the thread stacks
+  for (const GrowingRoots& r : *gGrowingRoots) {
+    int64_t used = *r.used;
+    if (used < 0) used = 0;
+    char* b = static_cast<char*>(const_cast<void*>(r.base));
+    GC_push_all(b, b + size_t(used + 2) * r.unitBytes);
+  }
+}
 }  // namespace
 
 void gcInit() {
@@ -44,7 +86,14 @@ void gcInit() {
     GC_set_finalize_on_demand(1);
     GC_set_finalizer_notifier(onFinalizersReady);
     GC_INIT();
+    if (syscall(SYS_gettid) != getpid()) {
+      GC_stack_base sb;
+      if (GC_get_stack_base(&sb) == GC_SUCCESS) GC_call_with_alloc_lock(setOwnStackBottom, &sb);
+      tInitThreadExit.active = true;
+    }
     GC_allow_register_threads();
+    gPreviousPushOtherRoots = GC_get_push_other_roots();
+    GC_set_push_other_roots(pushGrowingRoots);
     // A 32 MB heap to start with (unless GC_INITIAL_HEAP_SIZE says otherwise): with Boehm's
     // default of a few hundred KB, list- and closure-heavy code collected every few thousand
     // conses, and marking the prelude's nodes each time cost 40% of the closure benchmark
@@ -56,6 +105,10 @@ void gcInit() {
     if (const char* stress = std::getenv("PURPLE_GC_STRESS"); stress && *stress == '1') gStress = true;
   });
 }
+
+namespace {
+__attribute__((constructor)) void initCollectorAtLoad() { gcInit(); }
+}  // namespace
 
 bool gcFinalizersPending() { return gFinalizersPending.load(std::memory_order_relaxed); }
 
@@ -75,6 +128,38 @@ GcStats gcStats() {
   s.freeBytes = int64_t(GC_get_free_bytes());
   s.collections = int64_t(GC_get_gc_no());
   return s;
+}
+
+namespace {
+std::atomic<size_t> gHeapLimit{0};
+}  // namespace
+
+void gcSetHeapLimit(size_t bytes) {
+  gcInit();
+  gHeapLimit.store(bytes);
+  GC_set_max_heap_size(bytes);
+}
+
+size_t gcHeapLimit() { return gHeapLimit.load(std::memory_order_relaxed); }
+
+void gcAddGrowingRoots(const void* base, const int64_t* used, size_t unitBytes) {
+  GrowingRoots r{base, used, unitBytes};
+  GC_call_with_alloc_lock([](void* p) -> void* {
+    gGrowingRoots->push_back(*static_cast<GrowingRoots*>(p));
+    return nullptr;
+  }, &r);
+}
+
+void gcRemoveGrowingRoots(const void* base) {
+  GC_call_with_alloc_lock([](void* p) -> void* {
+    auto& v = *gGrowingRoots;
+    for (size_t i = 0; i < v.size(); i++)
+      if (v[i].base == p) {
+        v.erase(v.begin() + i);
+        break;
+      }
+    return nullptr;
+  }, const_cast<void*>(base));
 }
 
 void gcRegisterCurrentThread() {

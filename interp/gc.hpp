@@ -16,6 +16,17 @@ void gcRegisterFinalizer(void* obj, void (*fn)(void* obj, void* data), void* dat
 void gcRegisterCurrentThread();
 void gcUnregisterCurrentThread();
 
+// Memory the collector does not own whose used part holds Values: an interpreter's call
+// records (a million slots reserved, a few in use). Each collection scans `base` up to
+// (*used + 2) units of `unitBytes`. Registered for the memory's lifetime.
+void gcAddGrowingRoots(const void* base, const int64_t* used, size_t unitBytes);
+void gcRemoveGrowingRoots(const void* base);
+
+// The heap limit a host set (purple::setHeapLimit), or 0: builtins that would build a result
+// larger than it refuse before starting.
+void gcSetHeapLimit(size_t bytes);
+size_t gcHeapLimit();
+
 struct GcStats {
   int64_t heapBytes;
   int64_t freeBytes;

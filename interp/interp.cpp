@@ -7,9 +7,12 @@
 #include "interp/port.hpp"
 #include "interp/gc.hpp"
 #include "interp/cpu_allocator.hpp"
+#include "interp/watchdog.hpp"
+#include "interp/file_io.hpp"
 #include "builtins/builtins.hpp"
 #include <gc/gc.h>
 #include <pthread.h>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -42,6 +45,7 @@ Interp::Interp() {
   globals_ = new GlobalMap();
   callStack = static_cast<CallRecord*>(std::calloc(size_t(kMaxDepthCap) + 2, sizeof(CallRecord)));
   if (!callStack) throw std::bad_alloc();
+  gcAddGrowingRoots(callStack, &depth, sizeof(CallRecord));
   InterpScope scope(this);
   ensureStackLimit();
   st->outputPort = makeConsoleOutputPort(stdout);
@@ -56,11 +60,15 @@ Interp::Interp() {
                             "purple", "libtorch", "posix", "linux", "x86-64", "swank-free"};
   st->features = Value::nil();
   for (const char* f : features) st->features = cons(intern(f), st->features);
+  loadingPrelude = true;
   for (size_t i = 0; i < kPreludeSourceCount; i++)
     evalString(kPreludeSources[i].text, std::string("prelude/") + kPreludeSources[i].name);
+  loadingPrelude = false;
 }
 
 Interp::~Interp() {
+  if (deadlineArmed) disarmDeadline(this);
+  for (auto& f : onDestroy) f(*this);
   // Drop every root this interpreter holds so a final collection can free its objects
   // (and run the finalizers of its tensors).
   for (auto& kv : *globals_) kv.second->value = Value::unbound();
@@ -68,6 +76,7 @@ Interp::~Interp() {
   Value* fields = reinterpret_cast<Value*>(st);
   for (size_t i = 0; i < sizeof(State) / sizeof(Value); i++) fields[i] = Value::f();
   gcFreeRoot(st);
+  gcRemoveGrowingRoots(callStack);
   std::free(callStack);
 }
 
@@ -82,9 +91,10 @@ char* threadStackLimit() {
       pthread_attr_getstack(&attr, &addr, &size);
       pthread_attr_destroy(&attr);
     }
-    // Keep 256 KB for the C++ code (LibTorch included) that runs below the deepest eval.
-    size_t margin = 256 * 1024;
-    if (addr && size > 2 * margin) tStackLimit = static_cast<char*>(addr) + margin;
+    // Keep 256 KB for the C++ code (LibTorch included) that runs below the deepest eval; on a
+    // small stack (a host thread of 512 KB or less), half of it.
+    size_t margin = std::min<size_t>(256 * 1024, size / 2);
+    if (addr && size > 0) tStackLimit = static_cast<char*>(addr) + margin;
     else tStackLimit = reinterpret_cast<char*>(__builtin_frame_address(0)) - 4 * 1024 * 1024;
   }
   return tStackLimit;
@@ -92,6 +102,10 @@ char* threadStackLimit() {
 }  // namespace
 
 void setCurrentThreadStackLimit(char* lowest) { tStackLimit = lowest; }
+
+void pollCurrentInterp() {
+  if (Interp* in = tCurrent) in->poll();
+}
 
 bool stackNearlyFull() { return reinterpret_cast<char*>(__builtin_frame_address(0)) < threadStackLimit(); }
 
@@ -103,9 +117,17 @@ void Interp::ensureStackLimit() {
 void Interp::resetBudgets() {
   stepBudgetLeft = limits.maxSteps;
   hasDeadline = limits.maxSeconds > 0;
-  if (hasDeadline)
+  if (hasDeadline) {
     deadline = std::chrono::steady_clock::now() +
-               std::chrono::microseconds(int64_t(limits.maxSeconds * 1e6));
+               std::chrono::microseconds(int64_t(std::min(limits.maxSeconds, 1e9) * 1e6));
+    armDeadline(this, deadline);
+    deadlineArmed = true;
+  } else if (deadlineArmed) {
+    disarmDeadline(this);
+    deadlineArmed = false;
+  }
+  deadlinePassed.store(false, std::memory_order_relaxed);
+  attention.store(interruptRequested_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   stepsLeft = 1;   // check at the first call
 }
 
@@ -177,13 +199,15 @@ void requireFileAccess(std::string_view who) {
     throwError("file-error", std::string(who) + ": file access is disabled in this interpreter");
 }
 
+void requireProcessAccess(std::string_view who) {
+  Interp* in = Interp::current();
+  if (in && !in->limits.allowProcess)
+    throwError("error", std::string(who) + ": process access is disabled in this interpreter");
+}
+
 Value Interp::loadFile(const std::string& path) {
   if (!limits.allowFiles) throwError("file-error", "load: file access is disabled in this interpreter");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throwError("file-error", "cannot open file: " + path, listFromArray(nullptr, 0));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::string text = readWholeFile(path, "load");
   if (text.size() >= 2 && text[0] == '#' && text[1] == '!') {
     // a #! line: blank it out, keeping line numbers right
     size_t nl = text.find('\n');
@@ -213,7 +237,7 @@ std::string Interp::resolveRelative(const std::string& path, const SourcePos& fr
 
 Value Interp::applyExtension(Value fn, const Value* argv, int argc) {
   if (extensionApplyHook) return extensionApplyHook(*this, fn, argv, argc);
-  throwError("type-error", "attempt to call a non-procedure: " + toWriteString(fn), listFromArray(&fn, 1));
+  throwError("type-error", "attempt to call a non-procedure:", listFromArray(&fn, 1));
 }
 
 // ---- raise -----------------------------------------------------------------------------------
@@ -229,23 +253,24 @@ struct HandlerRestore {
 void Interp::raise(Value payload, bool continuable) {
   if (payload.is(Kind::ErrorObject) && payload.as<ErrorObject>()->backtrace.isNil())
     payload.as<ErrorObject>()->backtrace = backtrace();
-  Value h = st->handlers;
-  if (isPair(h) && !car(h).isFalse()) {
-    Value handler = car(h);
-    {
-      HandlerRestore restore{st, h};
-      st->handlers = cdr(h);
-      Value result = apply(handler, {payload});
-      if (continuable) {
-        // only reached through raiseContinuable's path below; kept for completeness
-        (void)result;
-      }
-      // A handler returned from a non-continuable raise: a secondary error, raised where the
-      // handler ran (the outer handlers see it).
-      Value err = makeError(intern("error"), "exception handler returned from a non-continuable raise",
+  // Each handler runs with the handlers outside it installed. One that returns from a
+  // non-continuable raise causes a secondary error, raised where the handler ran: the next
+  // handler out receives it. A loop, not a recursion, so ten thousand nested handlers neither
+  // exhaust the stack nor rebuild the backtrace once each; the secondary error is made once
+  // and names the object first raised.
+  HandlerRestore restore{st, st->handlers};
+  Value secondary = Value::f();
+  while (isPair(st->handlers) && !car(st->handlers).isFalse()) {
+    Value handler = car(st->handlers);
+    st->handlers = cdr(st->handlers);
+    apply(handler, {payload});
+    if (secondary.isFalse()) {
+      secondary = makeError(intern("error"), "exception handler returned from a non-continuable raise",
                             listFromArray(&payload, 1));
-      raise(err, false);
+      secondary.as<ErrorObject>()->backtrace =
+          payload.is(Kind::ErrorObject) ? payload.as<ErrorObject>()->backtrace : backtrace();
     }
+    payload = secondary;
   }
   PurpleException e(payload, continuable);
   e.setOffered(true);
@@ -272,30 +297,91 @@ static std::string formatPos(const SourcePos& p) {
   return file + ":" + std::to_string(p.line) + ":" + std::to_string(p.col);
 }
 
-Value Interp::backtrace() const {
-  Value frames = Value::nil();
-  int64_t shown = 0;
-  std::string last;
-  // collect innermost first: walk from the outermost and cons
-  for (int64_t i = 1; i <= depth; i++) {
-    const CallRecord& r = callStack[i];
-    if (!r.node || r.node->op() != Op::App) continue;
-    auto* app = static_cast<AppNode*>(r.node);
-    std::string where = formatPos(app->pos);
-    std::string name = r.proc.isFalse() ? std::string("?") : describeProcedure(r.proc);
-    std::string line = "  in " + name + (where.empty() ? "" : " at " + where);
-    if (line == last) continue;
-    last = line;
-    frames = cons(makeString(line), frames);
-    shown++;
+namespace {
+
+// What a backtrace line calls the procedure of a call: the procedure called, or, before the
+// call was made (its arguments were being evaluated), the name the call is written with.
+std::string calleeName(const AppNode* app, Value proc) {
+  if (!proc.isFalse()) return describeProcedure(proc);
+  const Node* fn = app->fn;
+  if (fn->op() == Op::Global) return std::string(symbolName(static_cast<const GlobalNode*>(fn)->cell->name));
+  if (fn->op() == Op::Local0 || fn->op() == Op::Local1 || fn->op() == Op::LocalN || fn->op() == Op::LocalChecked) {
+    Value name = static_cast<const LocalNode*>(fn)->name;
+    if (isSymbol(name)) return std::string(symbolName(name));
   }
-  // keep the innermost 30 frames
+  if (fn->op() == Op::Lambda) return "anonymous procedure";
+  return "?";
+}
+
+// `error` and `raise` are how an error is signalled: their frames are left out when the library
+// signals (the user sees the call into the library), kept when the user's own code does (its line).
+bool isRaiser(Value proc) {
+  if (!proc.is(Kind::Primitive)) return false;
+  std::string name = primitiveName(proc);
+  return name == "error" || name == "raise" || name == "raise-continuable";
+}
+
+struct TraceLine {
+  std::string text;
+  bool user;          // written outside the prelude
+};
+
+TraceLine traceLine(const Node* node, Value proc) {
+  auto* app = static_cast<const AppNode*>(node);
+  std::string where = formatPos(app->pos);
+  bool prelude = app->flags & kAppInPrelude;
+  std::string text = "  in " + calleeName(app, proc) + (where.empty() ? "" : " at " + where);
+  if (prelude) text += " [prelude]";
+  return {text, !prelude && !where.empty()};
+}
+
+}  // namespace
+
+Value Interp::backtrace() const {
+  // Innermost first, from the top of the call records down: the first 30 distinct lines are
+  // formatted, the frames below them only counted (by identity, without formatting), so an
+  // error deep in a recursion costs little. When none of those 30 is the user's own code, the
+  // innermost line that is follows them: the user always sees where their code was.
+  constexpr size_t kShown = 30;
+  std::vector<TraceLine> lines;
+  bool userShown = false;
+  TraceLine firstUserBelow;
+  int64_t more = 0, moreBeforeUser = 0;
+  const Node* previous = nullptr;
+  auto add = [&](const Node* node, Value proc) {
+    if (!node || node->op() != Op::App || (isRaiser(proc) && (node->flags & kAppInPrelude))) return;
+    if (lines.size() < kShown) {
+      TraceLine line = traceLine(node, proc);
+      if (!lines.empty() && lines.back().text == line.text) return;
+      userShown |= line.user;
+      lines.push_back(std::move(line));
+    } else if (node != previous) {
+      more++;
+      if (!userShown && firstUserBelow.text.empty() && !(node->flags & kAppInPrelude)) {
+        TraceLine line = traceLine(node, proc);
+        if (line.user) {
+          firstUserBelow = line;
+          moreBeforeUser = more - 1;
+        }
+      }
+    }
+    previous = node;
+  };
+  for (int64_t i = depth; i >= 1; i--) {
+    const CallRecord& r = callStack[i];
+    add(r.node, r.proc);
+    if (r.userCall && r.userCall != r.node) add(r.userCall, r.userProc);
+  }
   Value out = Value::nil();
-  int64_t n = 0;
-  Value rev = Value::nil();
-  for (Value p = frames; isPair(p) && n < 30; p = cdr(p), n++) rev = cons(car(p), rev);
-  if (shown > 30) rev = cons(makeString("  ... " + std::to_string(shown - 30) + " more frames"), rev);
-  for (Value p = rev; isPair(p); p = cdr(p)) out = cons(car(p), out);
+  if (!firstUserBelow.text.empty()) {
+    int64_t after = more - moreBeforeUser - 1;
+    if (after > 0) out = cons(makeString("  ... " + std::to_string(after) + " more frames"), out);
+    out = cons(makeString(firstUserBelow.text), out);
+    if (moreBeforeUser > 0) out = cons(makeString("  ... " + std::to_string(moreBeforeUser) + " frames"), out);
+  } else if (more > 0) {
+    out = cons(makeString("  ... " + std::to_string(more) + " more frames"), out);
+  }
+  for (size_t k = lines.size(); k-- > 0;) out = cons(makeString(lines[k].text), out);
   return out;
 }
 
@@ -307,7 +393,7 @@ std::string Interp::formatError(Value payload) const {
     out = "Error: " + errorMessage(payload);
     trace = e->backtrace;
   } else {
-    out = "Error: uncaught exception: " + toWriteString(payload);
+    out = "Error: uncaught exception: " + toWriteStringBounded(payload);
   }
   for (Value p = trace; isPair(p); p = cdr(p)) {
     out += "\n";

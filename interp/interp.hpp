@@ -40,11 +40,23 @@ struct Limits {
 // Throws a file-error naming WHO when the interpreter running on this thread may not touch
 // files (Limits::allowFiles). Every builtin that opens, probes, writes or renames a path calls it.
 void requireFileAccess(std::string_view who);
+// The same for the process and its global settings (Limits::allowProcess): exit, the command
+// line, standard input, and every setting shared by all interpreters and the host (LibTorch's
+// default dtype and thread count, the global random generator, print options, ...).
+void requireProcessAccess(std::string_view who);
 
 // True when the calling thread's C++ stack is within the safety margin that "recursion too deep"
 // keeps: recursive C++ code that a script can drive arbitrarily deep (printing, reading nested
 // data) checks it, so a host thread's small stack ends in a Purple error, not a crash.
 bool stackNearlyFull();
+// For a builtin whose own loop can run long (building a list of a hundred million elements, a
+// big-number power, parsing a huge numeral): polls the interpreter running on this thread
+// (interrupt, time budget) once every 65536 iterations.
+void pollCurrentInterp();
+inline void pollEvery(uint64_t iteration) {
+  if ((iteration & 0xFFFF) == 0xFFFF) pollCurrentInterp();
+}
+
 // For a thread that runs on a stack it switched to itself: the lowest address its C++ code may
 // reach (the default comes from the thread's pthread attributes).
 void setCurrentThreadStackLimit(char* lowest);
@@ -83,7 +95,16 @@ class Interp {
   Value backtrace() const;                          // list of strings, innermost first
   std::string formatError(Value payload) const;     // message, position, backtrace
   void checkInterrupt();                            // throws PurpleInterrupt when asked
-  void requestInterrupt() { interruptRequested_.store(true, std::memory_order_relaxed); }
+  // Safe from any thread and from a signal handler.
+  void requestInterrupt() {
+    interruptRequested_.store(true, std::memory_order_relaxed);
+    attention.store(true, std::memory_order_release);
+  }
+  // The check every primitive call makes: one relaxed load, so that a loop of long tensor
+  // operations stops at the next operation, not 1024 closure calls later.
+  void poll() {
+    if (__builtin_expect(attention.load(std::memory_order_relaxed), 0)) attend();
+  }
 
   // ---- output ----
   Value currentOutputPort();
@@ -101,11 +122,18 @@ class Interp {
   State* st;
 
   // ---- evaluator internals (public for eval.cpp / analyzer.cpp helpers) ----
-  struct CallRecord { Node* node; Value proc; };
-  CallRecord* callStack;          // shadow stack for backtraces (GC-visible memory)
+  // One per eval activation and per primitive call in progress, for backtraces. A tail call
+  // replaces `node`/`proc`; `userCall`/`userProc` keep the last call this activation made from
+  // code outside the prelude, so a chain of tail calls into library code still shows the
+  // user's line. The collector scans the records in use (gc.cpp, scanCallRecords).
+  struct CallRecord { Node* node; Value proc; Node* userCall; Value userProc; };
+  CallRecord* callStack;
   int64_t depth = 0;
   char* stackLimit = nullptr;     // below this address: "recursion too deep"
   std::atomic<bool> interruptRequested_{false};
+  std::atomic<bool> deadlinePassed{false};   // set by the deadline watchdog (watchdog.cpp)
+  std::atomic<bool> attention{false};        // an interrupt or a passed deadline waits: see poll()
+  void attend();                   // throws for what `attention` was raised for, else clears it
   std::atomic<int> pendingWork{0};       // set by other threads/GC: poll at safe points
   int64_t stepsLeft = 1024;        // closure calls until the next safe point
   int64_t stepBudgetLeft = 0;      // for limits.maxSteps
@@ -117,14 +145,20 @@ class Interp {
   static Value (*extensionApplyHook)(Interp&, Value fn, const Value* argv, int argc);
   std::chrono::steady_clock::time_point deadline;
   bool hasDeadline = false;
+  bool deadlineArmed = false;      // the watchdog holds a deadline for this interpreter
   uint64_t nextContinuationId = 1;
+  bool loadingPrelude = false;     // the analyzer marks calls it compiles meanwhile (kAppInPrelude)
 
   void safePoint();               // run finalizers / collect when tensor memory asks for it
+  // Called first when this interpreter is destroyed: an optional library (the Python bridge)
+  // drops what it holds for it.
+  std::vector<std::function<void(Interp&)>> onDestroy;
 
   // ---- libraries (library.cpp) ----
   bool libraryAvailable(Value name);
   void importLibrary(Value importSet);
   void defineLibrary(Value form, PositionTable* positions);
+  bool libraryLoaded(Value name) const;
   std::string resolveRelative(const std::string& path, const SourcePos& from);
 
  private:
@@ -134,6 +168,11 @@ class Interp {
   GlobalMap* globals_;
   friend struct Analyzer;
 };
+
+// (purple python): the Python bridge, a plugin loaded on first import (python_library.cpp).
+// Throws a Purple error saying why when Purple was built or installed without it.
+void importPythonLibrary(Interp& in);
+bool pythonLibraryAvailable(std::string* whyNot = nullptr);
 
 // RAII: marks `interp` as the one running on this thread (for builtins that need it from
 // callbacks), restoring the previous one on exit.

@@ -41,16 +41,28 @@ bool loaded(State* st, Value name) {
     if (toWriteString(car(p)) == toWriteString(name)) return true;
   return false;
 }
+
+bool isPythonLibrary(Value name) {
+  return isPair(name) && car(name) == intern("purple") && isPair(cdr(name)) && cadr(name) == intern("python") &&
+         cddr(name).isNil();
+}
 }  // namespace
 
+bool Interp::libraryLoaded(Value name) const { return loaded(st, name); }
+
 bool Interp::libraryAvailable(Value name) {
-  if (isStandardLibrary(name) || loaded(st, name)) return true;
-  return false;
+  if (loaded(st, name)) return true;
+  if (isPythonLibrary(name)) return pythonLibraryAvailable();
+  return isStandardLibrary(name);
 }
 
 void Interp::importLibrary(Value importSet) {
   Value name = libraryName(importSet);
   if (!isPair(name)) throwError("syntax-error", "import: bad library name " + toWriteString(importSet));
+  if (isPythonLibrary(name) && !loaded(st, name)) {
+    importPythonLibrary(*this);
+    if (!loaded(st, name)) st->libraries = cons(name, st->libraries);
+  }
   if (!isStandardLibrary(name) && !loaded(st, name)) {
     std::string rel = nameToPath(name);
     requireFileAccess("import");

@@ -59,6 +59,8 @@ struct LambdaNode : Node {
   SourcePos pos;
 };
 
+constexpr uint8_t kAppInPrelude = 1;   // AppNode::flags: a call written in the prelude
+
 struct AppNode : Node {
   Node* fn;
   uint32_t argc;

@@ -3,6 +3,7 @@
 // stored inside GC objects, so GMP's own allocator is never replaced (a host may use GMP too).
 #include "interp/numbers.hpp"
 #include "interp/error.hpp"
+#include "interp/interp.hpp"
 #include "interp/printer.hpp"
 #include "interp/tensor_hooks.hpp"
 #include <gmp.h>
@@ -11,10 +12,44 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace purple {
 
 namespace {
+
+// Exact integers stop at 2^26 bits (8 MB, about 20 million decimal digits). GMP aborts the
+// process when a number outgrows its own limit, and one GMP operation cannot be interrupted:
+// at this size the largest multiplication takes about a second, so an interrupt or a time
+// budget is honoured within that. Operations that can make an integer much larger (*, expt,
+// arithmetic-shift, rational arithmetic, reading a numeral) check the size before computing;
+// powers and conversions to and from text proceed in steps that poll for interrupts.
+constexpr uint64_t kMaxIntegerBits = uint64_t(1) << 26;
+
+uint64_t integerBits(Value v) {
+  if (v.isFixnum()) {
+    int64_t x = v.fixnum();
+    uint64_t m = uint64_t(x < 0 ? -x : x);
+    return m ? 64 - uint64_t(__builtin_clzll(m)) : 0;
+  }
+  if (isBignum(v)) return uint64_t(v.as<Bignum>()->extra) * 64;
+  return 0;
+}
+
+// Bits of an exact rational's numerator and denominator together (0 for anything else).
+uint64_t exactBits(Value v) {
+  if (isRatnum(v)) return integerBits(v.as<Ratnum>()->num) + integerBits(v.as<Ratnum>()->den);
+  return integerBits(v);
+}
+
+[[noreturn]] void integerTooLarge(const char* who) {
+  throwError("range-error", std::string(who) + ": the exact result would have more than " +
+                                std::to_string(kMaxIntegerBits) + " bits (the limit for exact integers)");
+}
+
+void checkBits(uint64_t bits, const char* who) {
+  if (bits > kMaxIntegerBits) integerTooLarge(who);
+}
 
 struct Z {
   mpz_t z;
@@ -47,6 +82,7 @@ Value fromZ(const mpz_t z) {
     if (Value::fitsFixnum(v)) return Value::fixnum(v);
   }
   size_t n = mpz_size(z);
+  if (n > kMaxIntegerBits / 64 + 1) integerTooLarge("exact integer");
   auto* b = static_cast<Bignum*>(gcAllocAtomic(sizeof(Bignum) + (n ? n - 1 : 0) * sizeof(uint64_t)));
   b->kind = Kind::Bignum;
   b->flags = 0;
@@ -117,6 +153,83 @@ Rep repOf(Value v, const char* who, int index) {
 }
 Rep joinRep(Rep a, Rep b) { return a > b ? a : b; }
 
+// z = z^k, refused up front past the size limit, and squared step by step with a poll between
+// steps (one mpz_pow_ui call could run for minutes).
+void powInterruptible(mpz_t z, unsigned long k, const char* who) {
+  if (k == 0) {
+    mpz_set_ui(z, 1);
+    return;
+  }
+  if (mpz_cmpabs_ui(z, 1) <= 0) {   // 0, 1 and -1
+    if (mpz_sgn(z) < 0 && !(k & 1)) mpz_neg(z, z);
+    return;
+  }
+  uint64_t bits = mpz_sizeinbase(z, 2);
+  if (k > kMaxIntegerBits || (bits - 1) * k + 1 > kMaxIntegerBits) integerTooLarge(who);
+  if ((bits - 1) * k < (uint64_t(1) << 20)) {
+    mpz_pow_ui(z, z, k);
+    return;
+  }
+  Z base;
+  mpz_set(base.z, z);
+  mpz_set_ui(z, 1);
+  for (int bit = 63 - __builtin_clzl(k); bit >= 0; bit--) {
+    mpz_mul(z, z, z);
+    if ((k >> bit) & 1) mpz_mul(z, z, base.z);
+    pollCurrentInterp();
+  }
+}
+
+// Digits of a non-negative z in `radix`, at least `width` of them (zero-padded). Large numbers
+// are split at a power of the radix, halves first, with a poll at each split: mpz_get_str on
+// a 20-million-digit number is one call of many seconds.
+void appendDigits(std::string& out, const mpz_t z, int radix, size_t width) {
+  size_t digits = mpz_sizeinbase(z, radix);
+  if (digits < 20000) {
+    char* s = mpz_get_str(nullptr, radix, z);
+    size_t n = std::strlen(s);
+    if (n < width) out.append(width - n, '0');
+    out += s;
+    free(s);
+    return;
+  }
+  pollCurrentInterp();
+  size_t low = digits / 2;
+  Z scale, high, rest;
+  mpz_ui_pow_ui(scale.z, (unsigned long)radix, low);
+  mpz_tdiv_qr(high.z, rest.z, z, scale.z);
+  appendDigits(out, high.z, radix, width > low ? width - low : 0);
+  appendDigits(out, rest.z, radix, low);
+}
+
+std::string integerToString(const mpz_t z, int radix) {
+  std::string out;
+  if (mpz_sgn(z) < 0) {
+    out += '-';
+    Z m;
+    mpz_neg(m.z, z);
+    appendDigits(out, m.z, radix, 0);
+  } else {
+    appendDigits(out, z, radix, 0);
+  }
+  return out;
+}
+
+// z = the digits in `radix` (all valid). Long numerals are split in halves the same way.
+void parseDigits(mpz_t z, std::string_view digits, int radix) {
+  if (digits.size() < 20000) {
+    mpz_set_str(z, std::string(digits).c_str(), radix);
+    return;
+  }
+  pollCurrentInterp();
+  size_t low = digits.size() / 2;
+  Z high, scale;
+  parseDigits(high.z, digits.substr(0, digits.size() - low), radix);
+  parseDigits(z, digits.substr(digits.size() - low), radix);
+  mpz_ui_pow_ui(scale.z, (unsigned long)radix, low);
+  mpz_addmul(z, high.z, scale.z);
+}
+
 }  // namespace
 
 Value makeRectangular(Value re, Value im) {
@@ -184,6 +297,7 @@ Value numAdd(Value a, Value b) {
   switch (joinRep(repOf(a, "+", 1), repOf(b, "+", 2))) {
     case Rep::Flo: return makeFlonum(toDouble(a) + toDouble(b));
     case Rep::Rat: {
+      checkBits(exactBits(a) + exactBits(b), "+");
       Q x, y;
       setQ(x.q, a);
       setQ(y.q, b);
@@ -207,6 +321,7 @@ Value numSub(Value a, Value b) {
   switch (joinRep(repOf(a, "-", 1), repOf(b, "-", 2))) {
     case Rep::Flo: return makeFlonum(toDouble(a) - toDouble(b));
     case Rep::Rat: {
+      checkBits(exactBits(a) + exactBits(b), "-");
       Q x, y;
       setQ(x.q, a);
       setQ(y.q, b);
@@ -230,7 +345,9 @@ Value numMul(Value a, Value b) {
   }
   TENSOR_DISPATCH(TensorBinary::Mul, a, b)
   if (isCompnum(a) || isCompnum(b)) return complexBinary(ComplexOp::Mul, a, b);
-  switch (joinRep(repOf(a, "*", 1), repOf(b, "*", 2))) {
+  Rep rep = joinRep(repOf(a, "*", 1), repOf(b, "*", 2));
+  if (rep != Rep::Flo) checkBits(exactBits(a) + exactBits(b), "*");
+  switch (rep) {
     case Rep::Flo: return makeFlonum(toDouble(a) * toDouble(b));
     case Rep::Rat: {
       Q x, y;
@@ -256,6 +373,7 @@ Value numDiv(Value a, Value b) {
   if (r == Rep::Flo) return makeFlonum(toDouble(a) / toDouble(b));
   if (numIsZero(b)) throwError("error", "/: division by zero", listFromArray(&a, 1));
   if (a.isFixnum() && b.isFixnum() && a.fixnum() % b.fixnum() == 0) return makeInteger(a.fixnum() / b.fixnum());
+  checkBits(exactBits(a) + exactBits(b), "/");
   Q x, y;
   setQ(x.q, a);
   setQ(y.q, b);
@@ -411,7 +529,8 @@ Value numExpt(Value base, Value e) {
       Value result = Value::fixnum(1), b = base;
       for (uint64_t k = uint64_t(n < 0 ? -n : n); k; k >>= 1) {
         if (k & 1) result = numMul(result, b);
-        b = numMul(b, b);
+        if (k > 1) b = numMul(b, b);
+        pollCurrentInterp();
       }
       return n < 0 ? numDiv(Value::fixnum(1), result) : result;
     }
@@ -432,8 +551,8 @@ Value numExpt(Value base, Value e) {
     Q q;
     setQ(q.q, base);
     unsigned long k = (unsigned long)(n < 0 ? -n : n);
-    mpz_pow_ui(mpq_numref(q.q), mpq_numref(q.q), k);
-    mpz_pow_ui(mpq_denref(q.q), mpq_denref(q.q), k);
+    powInterruptible(mpq_numref(q.q), k, "expt");
+    powInterruptible(mpq_denref(q.q), k, "expt");
     if (n < 0) mpq_inv(q.q, q.q);
     return fromQ(q.q);
   }
@@ -541,6 +660,9 @@ Value numBitwise(char op, Value a, Value b) {
 
 Value numShift(Value a, int64_t shift) {
   if (!isExactInteger(a)) throwTypeError("arithmetic-shift", 1, "an exact integer", a);
+  if (shift > 0 && !numIsZero(a) && (uint64_t(shift) > kMaxIntegerBits || integerBits(a) + uint64_t(shift) > kMaxIntegerBits))
+    integerTooLarge("arithmetic-shift");
+  if (shift < 0 && uint64_t(-shift) > integerBits(a) + 1) return Value::fixnum(numSign(a) < 0 ? -1 : 0);
   Z x;
   setZ(x.z, a);
   if (shift >= 0) mpz_mul_2exp(x.z, x.z, (mp_bitcnt_t)shift);
@@ -612,14 +734,12 @@ std::string numberToString(Value n, int radix) {
     }
     return formatFlonum(flonumValue(n));
   }
-  if (isBignum(n) || isRatnum(n)) {
-    Q q;
-    setQ(q.q, n);
-    char* s = mpq_get_str(nullptr, radix, q.q);
-    std::string r(s);
-    free(s);
-    return r;
+  if (isBignum(n)) {
+    Z z;
+    setZ(z.z, n);
+    return integerToString(z.z, radix);
   }
+  if (isRatnum(n)) return numberToString(n.as<Ratnum>()->num, radix) + "/" + numberToString(n.as<Ratnum>()->den, radix);
   return "#<not-a-number>";
 }
 
@@ -635,8 +755,14 @@ static std::optional<Value> parseUInteger(std::string_view s, int radix) {
   for (char c : s)
     if (digitValue(c) >= radix) return std::nullopt;
   if (s.size() < 18 && radix == 10) return Value::fixnum(std::strtoll(std::string(s).c_str(), nullptr, 10));
+  // digits * log2(radix) bits, at most: refused before parsing past the size limit
+  size_t leading = s.find_first_not_of('0');
+  if (leading == std::string_view::npos) return Value::fixnum(0);
+  s.remove_prefix(leading);
+  double bitsPerDigit = std::log2(double(radix));
+  if (double(s.size() - 1) * bitsPerDigit + 1 > double(kMaxIntegerBits)) integerTooLarge("numeral");
   Z z;
-  if (mpz_set_str(z.z, std::string(s).c_str(), radix) != 0) return std::nullopt;
+  parseDigits(z.z, s, radix);
   return fromZ(z.z);
 }
 
@@ -746,6 +872,8 @@ static std::optional<Value> parseReal(std::string_view text, int radix, char exa
       // exact decimal: mantissa digits over a power of ten
       size_t e = s.find_first_of("eE");
       long exp10 = e == std::string::npos ? 0 : std::strtol(s.c_str() + e + 1, nullptr, 10);
+      // past the limit either way (10^exp10 alone has more bits), and keeps labs() defined
+      if (exp10 > long(kMaxIntegerBits) || exp10 < -long(kMaxIntegerBits)) integerTooLarge("numeral");
       std::string mant = s.substr(0, e);
       size_t dot = mant.find('.');
       if (dot != std::string::npos) {

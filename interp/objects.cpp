@@ -2,6 +2,8 @@
 #include "interp/value.hpp"
 #include "interp/gc.hpp"
 #include "interp/numbers.hpp"
+#include "interp/error.hpp"
+#include <string>
 #include <gc/gc.h>
 #include <mutex>
 #include <unordered_map>
@@ -33,7 +35,17 @@ Value makeFlonum(double d) {
 
 Value makeBignumFromInt64(int64_t i) { return bignumFromInt64(i); }
 
+// Lengths live in 32-bit header fields: anything longer is refused before it is allocated.
+constexpr size_t kMaxObjectLength = UINT32_MAX - 1;
+
+static void checkObjectLength(size_t n, const char* what) {
+  if (n > kMaxObjectLength)
+    throwError("range-error", std::string(what) + " too long (" + std::to_string(n) + "; the most is " +
+                                  std::to_string(kMaxObjectLength) + ")");
+}
+
 static String* allocString(size_t bytes, size_t chars) {
+  checkObjectLength(bytes, "string");
   auto* s = allocObject<String>(Kind::String);
   s->capacity = uint32_t(bytes + 1);
   s->data = static_cast<char*>(gcAllocAtomic(bytes + 1));
@@ -59,12 +71,14 @@ Value makeString(std::string_view utf8) {
 Value makeStringFill(size_t chars, uint32_t fill) {
   std::string enc;
   appendUtf8(enc, fill);
+  checkObjectLength(chars, "string");
   String* s = allocString(enc.size() * chars, chars);
   for (size_t i = 0; i < chars; i++) std::memcpy(s->data + i * enc.size(), enc.data(), enc.size());
   return Value(s);
 }
 
 Value makeVector(size_t n, Value fill) {
+  checkObjectLength(n, "vector");
   auto* v = allocObject<Vector>(Kind::Vector, sizeof(Vector) + (n ? n - 1 : 0) * sizeof(Value));
   v->extra = uint32_t(n);
   for (size_t i = 0; i < n; i++) v->items[i] = fill;
@@ -72,6 +86,7 @@ Value makeVector(size_t n, Value fill) {
 }
 
 Value makeBytevector(size_t n, uint8_t fill) {
+  checkObjectLength(n, "bytevector");
   auto* b = static_cast<Bytevector*>(gcAllocAtomic(sizeof(Bytevector) + n));
   b->kind = Kind::Bytevector;
   b->flags = 0;
@@ -226,6 +241,16 @@ size_t listLength(Value list) {
     slow = cdr(slow);
     if (list == slow) return SIZE_MAX;   // circular
   }
+}
+
+bool isCircularList(Value v) {
+  Value slow = v, fast = v;
+  while (isPair(fast) && isPair(cdr(fast))) {
+    fast = cddr(fast);
+    slow = cdr(slow);
+    if (fast == slow) return true;
+  }
+  return false;
 }
 
 Value reverseList(Value list) {

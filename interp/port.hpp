@@ -2,9 +2,11 @@
 // embedding host can capture Purple's output). Input ports hold their text in memory: files
 // are read whole on open, the console line by line.
 #pragma once
+#include "interp/file_io.hpp"
 #include "interp/value.hpp"
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace purple {
@@ -19,12 +21,12 @@ struct PortImpl {
   FILE* file = nullptr;                             // file or console
   bool ownsFile = false;
   std::function<void(std::string_view)> sink;       // host callback, when set
-  std::string path;                                 // for atomic file output: final name
-  std::string tempPath;                             // written here, renamed on close
+  std::unique_ptr<AtomicFile> atomic;               // file output: committed on close
   // input
   std::string data;
   size_t pos = 0;
   bool console = false;                             // read more lines from `file` on demand
+                                                    // (the process's stdin: Limits::allowProcess)
   int column = 0;                                   // of output, for fresh-line
 };
 

@@ -4,7 +4,9 @@
 #include "interp/tensor_hooks.hpp"
 #include "interp/interp.hpp"
 #include "interp/node.hpp"
+#include <atomic>
 #include <cctype>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -12,6 +14,21 @@
 namespace purple {
 
 namespace {
+
+// Printers of Foreign cells, by destroy function; written when an optional library loads.
+struct ForeignPrinterEntry {
+  void (*destroy)(void*);
+  ForeignPrinter printer;
+};
+ForeignPrinterEntry gForeignPrinters[8];
+std::atomic<int> gForeignPrinterCount{0};
+
+ForeignPrinter foreignPrinterFor(void (*destroy)(void*)) {
+  int n = gForeignPrinterCount.load(std::memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (gForeignPrinters[i].destroy == destroy) return gForeignPrinters[i].printer;
+  return nullptr;
+}
 
 const char* charName(uint32_t c) {
   switch (c) {
@@ -47,8 +64,77 @@ struct Printer {
   std::unordered_map<const Object*, int> labels;   // objects that close a cycle -> label
   std::unordered_set<const Object*> printed;
   int nextLabel = 0;
+  size_t limit = SIZE_MAX;   // stop once `out` is this long (toWriteStringBounded)
 
-  static bool isContainer(Value v) { return isPair(v) || v.is(Kind::Vector); }
+  bool full() const { return out.size() >= limit; }
+
+  // Objects whose printed form includes other values: cycles may run through any of them.
+  static bool isContainer(Value v) {
+    if (!v.isObject()) return false;
+    switch (v.obj()->kind) {
+      case Kind::Pair: case Kind::Vector: case Kind::Record: case Kind::ErrorObject: case Kind::MultipleValues:
+        return true;
+      default:
+        return false;
+    }
+  }
+  // Pushes the values a container prints, last first (so they pop in print order).
+  template <class Push> static void pushChildren(Value v, Push push) {
+    switch (v.obj()->kind) {
+      case Kind::Pair:
+        push(cdr(v));
+        push(car(v));
+        return;
+      case Kind::Vector: {
+        auto* vec = v.as<Vector>();
+        for (uint32_t i = vec->extra; i-- > 0;) push(vec->items[i]);
+        return;
+      }
+      case Kind::Record: {
+        auto* r = v.as<Record>();
+        for (uint32_t i = r->extra; i-- > 0;) push(r->fields[i]);
+        return;
+      }
+      case Kind::MultipleValues: {
+        auto* m = v.as<MultipleValues>();
+        for (uint32_t i = m->extra; i-- > 0;) push(m->items[i]);
+        return;
+      }
+      case Kind::ErrorObject:
+        push(v.as<ErrorObject>()->irritants);
+        push(v.as<ErrorObject>()->message);
+        return;
+      default:
+        return;
+    }
+  }
+
+  // The column `out` has reached on its last line.
+  size_t columnAt(size_t pos) const {
+    size_t nl = pos == 0 ? std::string::npos : out.rfind('\n', pos - 1);
+    return nl == std::string::npos ? pos : pos - nl - 1;
+  }
+
+  // Elements of a list, vector or record that print over several lines (tensors do) are put
+  // one under the other, aligned with the first element, instead of each starting where the
+  // previous one's last line ended.
+  struct Elements {
+    Printer& p;
+    size_t firstStart;
+    bool previousMultiline = false;
+    size_t lastStart = 0;
+    explicit Elements(Printer& pr) : p(pr), firstStart(pr.out.size()) {}
+    void separate() {
+      if (previousMultiline) {
+        p.out += '\n';
+        p.out.append(p.columnAt(firstStart), ' ');
+      } else {
+        p.out += ' ';
+      }
+    }
+    void begin() { lastStart = p.out.size(); }
+    void end() { previousMultiline = p.out.find('\n', lastStart) != std::string::npos; }
+  };
 
   // write-shared: every container reached twice gets a label.
   void findShared(Value root) {
@@ -62,22 +148,18 @@ struct Printer {
         labels.emplace(v.obj(), -1);
         continue;
       }
-      if (isPair(v)) {
-        stack.push_back(cdr(v));
-        stack.push_back(car(v));
-      } else {
-        auto* vec = v.as<Vector>();
-        for (uint32_t i = vec->extra; i-- > 0;) stack.push_back(vec->items[i]);
-      }
+      pushChildren(v, [&](Value c) { stack.push_back(c); });
     }
   }
 
-  // Finds back edges (cycles) with an iterative-enough DFS; labels only cyclic targets.
-  void findCycles(Value root) {
+  // Finds back edges (cycles) with an iterative DFS in print order; labels only cyclic targets.
+  // With a budget, only the first `budget` containers are explored: output cut off after
+  // `limit` characters never reaches further.
+  void findCycles(Value root, size_t budget = SIZE_MAX) {
     std::unordered_set<const Object*> onPath, done;
     std::vector<std::pair<Value, int>> stack;   // value, state (0 = enter, 1 = leave)
     stack.push_back({root, 0});
-    while (!stack.empty()) {
+    while (!stack.empty() && budget > 0) {
       auto [v, state] = stack.back();
       stack.pop_back();
       if (!isContainer(v)) continue;
@@ -92,15 +174,10 @@ struct Printer {
         continue;
       }
       if (done.count(o)) continue;
+      budget--;
       onPath.insert(o);
       stack.push_back({v, 1});
-      if (isPair(v)) {
-        stack.push_back({cdr(v), 0});
-        stack.push_back({car(v), 0});
-      } else {
-        auto* vec = v.as<Vector>();
-        for (uint32_t i = vec->extra; i-- > 0;) stack.push_back({vec->items[i], 0});
-      }
+      pushChildren(v, [&](Value c) { stack.push_back({c, 0}); });
     }
   }
 
@@ -119,6 +196,7 @@ struct Printer {
 
   void string(Value v) {
     std::string_view s = stringView(v);
+    if (limit != SIZE_MAX && s.size() > limit) s = s.substr(0, limit);
     if (!write) {
       out += s;
       return;
@@ -190,12 +268,18 @@ struct Printer {
       }
     }
     out += '(';
+    Elements items(*this);
+    items.begin();
     print(car(v));
+    items.end();
     Value p = cdr(v);
     while (isPair(p)) {
       if (!labels.empty() && labels.count(p.obj())) break;   // cyclic tail: print as dotted
-      out += ' ';
+      if (full()) return;
+      items.separate();
+      items.begin();
       print(car(p));
+      items.end();
       p = cdr(p);
     }
     if (!p.isNil()) {
@@ -206,6 +290,7 @@ struct Printer {
   }
 
   void print(Value v) {
+    if (full()) return;
     if (stackNearlyFull()) throwError("recursion-error", "data nested too deeply to print");
     if (v.isFixnum()) {
       out += std::to_string(v.fixnum());
@@ -232,16 +317,27 @@ struct Printer {
         if (label(v)) return;
         auto* vec = v.as<Vector>();
         out += "#(";
-        for (uint32_t i = 0; i < vec->extra; i++) {
-          if (i) out += ' ';
+        Elements items(*this);
+        for (uint32_t i = 0; i < vec->extra && !full(); i++) {
+          if (i) items.separate();
+          items.begin();
           print(vec->items[i]);
+          items.end();
         }
         out += ')';
         return;
       }
       case Kind::Symbol: return symbol(v);
       case Kind::String: return string(v);
-      case Kind::Flonum: case Kind::Bignum: case Kind::Ratnum: case Kind::Compnum:
+      case Kind::Bignum:
+        // a 20-million-digit integer in an error message: its size says enough
+        if (limit != SIZE_MAX && v.as<Bignum>()->extra > 64) {
+          out += "#<exact integer of " + std::to_string(uint64_t(v.as<Bignum>()->extra) * 64) + " bits>";
+          return;
+        }
+        out += numberToString(v);
+        return;
+      case Kind::Flonum: case Kind::Ratnum: case Kind::Compnum:
         out += numberToString(v);
         return;
       case Kind::Bytevector: {
@@ -279,22 +375,29 @@ struct Printer {
       case Kind::Alias: return print(v.as<Alias>()->symbol);
       case Kind::Box: out += "#<box>"; return;
       case Kind::MultipleValues: {
+        if (label(v)) return;
         auto* m = v.as<MultipleValues>();
-        for (uint32_t i = 0; i < m->extra; i++) {
+        for (uint32_t i = 0; i < m->extra && !full(); i++) {
           if (i) out += ' ';
           print(m->items[i]);
         }
         return;
       }
       case Kind::ErrorObject: {
+        if (label(v)) return;
         auto* e = v.as<ErrorObject>();
         out += "#<error ";
-        Printer inner{out, true, {}, {}, 0};
-        inner.print(e->message);
-        for (Value p = e->irritants; isPair(p); p = cdr(p)) {
+        // the message and irritants in write form, whatever this printer's mode
+        bool saved = write;
+        write = true;
+        print(e->message);
+        bool first = true;
+        for (Value p = e->irritants; isPair(p) && !full(); p = cdr(p), first = false) {
+          if (!first && !labels.empty() && labels.count(p.obj())) break;   // a circular list of irritants
           out += ' ';
-          inner.print(car(p));
+          print(car(p));
         }
+        write = saved;
         out += '>';
         return;
       }
@@ -304,14 +407,19 @@ struct Printer {
         out += '>';
         return;
       case Kind::Record: {
+        if (label(v)) return;
         auto* r = v.as<Record>();
         out += "#<";
-        std::string_view n = symbolName(r->type->name);
+        std::string_view n = isSymbol(r->type->name) ? symbolName(r->type->name) : std::string_view("record");
         if (n.size() > 2 && n.front() == '<' && n.back() == '>') n = n.substr(1, n.size() - 2);
         out += n;
-        for (uint32_t i = 0; i < r->extra; i++) {
-          out += ' ';
+        if (r->extra) out += ' ';
+        Elements items(*this);
+        for (uint32_t i = 0; i < r->extra && !full(); i++) {
+          if (i) items.separate();
+          items.begin();
           print(r->fields[i]);
+          items.end();
         }
         out += '>';
         return;
@@ -320,6 +428,7 @@ struct Printer {
       case Kind::Module: out += "#<module>"; return;
       case Kind::Optimizer: out += "#<optimizer>"; return;
       case Kind::Foreign: {
+        if (ForeignPrinter fp = foreignPrinterFor(v.as<Foreign>()->destroy)) return fp(out, v, write);
         out += "#<";
         Value n = v.as<Foreign>()->typeName;
         if (n.is(Kind::Symbol)) out += symbolName(n);
@@ -346,6 +455,19 @@ void printShared(std::string& out, Value v) {
   p.print(v);
 }
 
+std::string toWriteStringBounded(Value v, size_t maxChars) {
+  std::string s;
+  Printer p{s, true, {}, {}, 0};
+  p.limit = maxChars;
+  if (Printer::isContainer(v)) p.findCycles(v, maxChars + 16);
+  p.print(v);
+  if (s.size() >= maxChars) {
+    s.resize(maxChars);
+    s += "...";
+  }
+  return s;
+}
+
 std::string toWriteString(Value v) {
   std::string s;
   printValue(s, v, true);
@@ -356,6 +478,20 @@ std::string toDisplayString(Value v) {
   std::string s;
   printValue(s, v, false);
   return s;
+}
+
+void setForeignPrinter(void (*destroy)(void*), ForeignPrinter printer) {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  int n = gForeignPrinterCount.load(std::memory_order_relaxed);
+  for (int i = 0; i < n; i++)
+    if (gForeignPrinters[i].destroy == destroy) {
+      gForeignPrinters[i].printer = printer;
+      return;
+    }
+  if (n == int(sizeof(gForeignPrinters) / sizeof(gForeignPrinters[0]))) return;
+  gForeignPrinters[n] = {destroy, printer};
+  gForeignPrinterCount.store(n + 1, std::memory_order_release);
 }
 
 void printNumber(std::string& out, Value v, int radix) { out += numberToString(v, radix); }

@@ -19,6 +19,20 @@ struct Match {
 
 using Bindings = std::map<uintptr_t, Match>;   // pattern variable (by identity) -> match
 
+// Pairs along the cdrs of x, or SIZE_MAX when they come back in a cycle.
+size_t pairCount(Value x) {
+  if (isCircularList(x)) return SIZE_MAX;
+  size_t n = 0;
+  for (; isPair(x); x = cdr(x)) n++;
+  return n;
+}
+
+// Patterns and templates are walked recursively: a deeply nested (or cyclic) one ends in a
+// Purple error, not a crash.
+void checkNesting() {
+  if (stackNearlyFull()) throwError("recursion-error", "syntax-rules: pattern or template nested too deeply");
+}
+
 struct Expander {
   Value ellipsis;
   Value literals;
@@ -44,6 +58,7 @@ struct Expander {
   }
 
   void patternVars(Value pat, std::vector<Value>& out) const {
+    checkNesting();
     if (isIdentifier(pat)) {
       if (!isEllipsis(pat) && !isLiteral(pat) && baseSymbol(pat) != intern("_")) out.push_back(pat);
     } else if (isPair(pat)) {
@@ -61,6 +76,7 @@ struct Expander {
   }
 
   bool match(Value pat, Value x, Bindings& b) {
+    checkNesting();
     if (isIdentifier(pat)) {
       if (isLiteral(pat)) return isIdentifier(x) && baseSymbol(x) == baseSymbol(pat);
       if (baseSymbol(pat) == intern("_")) return true;
@@ -72,11 +88,10 @@ struct Expander {
     if (isPair(pat)) {
       if (isPair(cdr(pat)) && isEllipsis(cadr(pat))) {
         Value rest = cddr(pat);
-        size_t minRest = 0;
-        for (Value p = rest; isPair(p); p = cdr(p)) minRest++;
-        size_t available = 0;
-        for (Value p = x; isPair(p); p = cdr(p)) available++;
-        if (available < minRest) return false;
+        size_t minRest = pairCount(rest);
+        if (minRest == SIZE_MAX) fail("circular pattern");
+        size_t available = pairCount(x);
+        if (available == SIZE_MAX || available < minRest) return false;
         size_t k = available - minRest;
         std::vector<Value> vars;
         patternVars(car(pat), vars);
@@ -112,6 +127,7 @@ struct Expander {
 
   // Variables of `tmpl` bound to sequences at this level: they drive an ellipsis.
   void sequenceVars(Value tmpl, const Bindings& b, std::vector<Value>& out) const {
+    checkNesting();
     if (isIdentifier(tmpl)) {
       auto it = b.find(tmpl.bits);
       if (it != b.end() && it->second.sequence) {
@@ -148,6 +164,7 @@ struct Expander {
   }
 
   Value instantiate(Value t, const Bindings& b, bool escaped) {
+    checkNesting();
     if (isIdentifier(t)) {
       auto it = b.find(t.bits);
       if (it != b.end()) {
@@ -162,7 +179,7 @@ struct Expander {
         int depth = 1;
         Value rest = cddr(t);
         while (isPair(rest) && isEllipsis(car(rest))) {
-          depth++;
+          if (++depth > 1000) fail("too many ellipses in a row (or a circular template)");
           rest = cdr(rest);
         }
         std::vector<Value, traceable_allocator<Value>> items;
@@ -200,6 +217,7 @@ Value expandSyntaxRules(Value spec, Value form, Scope* defScope, Value macroName
     rest = cdr(rest);
   }
   if (!isPair(rest) || !isList(car(rest))) e.fail("bad syntax-rules: expected a literals list");
+  if (!isList(cdr(rest))) e.fail("bad syntax-rules: the rules must form a list");
   e.literals = car(rest);
   for (Value p = e.literals; isPair(p); p = cdr(p))
     if (baseSymbol(car(p)) == baseSymbol(e.ellipsis)) e.ellipsisIsLiteral = true;

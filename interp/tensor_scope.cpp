@@ -1,15 +1,20 @@
 #include "interp/tensor_scope.hpp"
 #include "interp/tensor_value.hpp"
 #include "interp/gc.hpp"
+#include <atomic>
 #include <unordered_set>
 
 namespace purple {
 
 namespace {
 // Per thread: a GC root holding the open scopes, innermost first, each a list of cells.
-// Initial-exec: read on every set! of a tensor; one word fits the surplus static TLS that
-// glibc keeps even when an embedder dlopens libpurple.
-thread_local Value* tScopes __attribute__((tls_model("initial-exec"))) = nullptr;
+// Every new tensor and every set! of a tensor asks whether a scope is open; the process-wide
+// count answers "no" without touching thread-local storage. The thread_local keeps the default
+// (dynamic) TLS model: an initial-exec one marks all of libpurple's TLS (2.5 KB) as static, and
+// glibc then refuses to dlopen libpurple into a running process such as Python ("cannot
+// allocate memory in static TLS block").
+std::atomic<int> gOpenScopes{0};
+thread_local Value* tScopes = nullptr;
 
 Value* scopes() {
   if (!tScopes) {
@@ -42,10 +47,12 @@ void reachableTensors(Value v, std::unordered_set<const Object*>& out, int depth
 }
 }  // namespace
 
-bool tensorScopeOpen() { return tScopes && isPair(*tScopes); }
+bool tensorScopeOpen() {
+  return gOpenScopes.load(std::memory_order_relaxed) != 0 && tScopes && isPair(*tScopes);
+}
 
 void noteTensorCreated(Value tensor) {
-  if (!tScopes || !isPair(*tScopes)) return;
+  if (!tensorScopeOpen()) return;
   Value& top = tScopes->as<Pair>()->car;
   top = cons(tensor, top);
 }
@@ -53,6 +60,7 @@ void noteTensorCreated(Value tensor) {
 void openTensorScope() {
   Value* s = scopes();
   *s = cons(Value::nil(), *s);
+  gOpenScopes.fetch_add(1, std::memory_order_relaxed);
 }
 
 void closeTensorScope(Value keep) {
@@ -60,6 +68,7 @@ void closeTensorScope(Value keep) {
   if (!isPair(*s)) return;
   Value cells = car(*s);
   *s = cdr(*s);
+  gOpenScopes.fetch_sub(1, std::memory_order_relaxed);
   std::unordered_set<const Object*> kept;
   reachableTensors(keep, kept, 0);
   for (Value p = cells; isPair(p); p = cdr(p)) {

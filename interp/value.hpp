@@ -240,6 +240,9 @@ struct EofObject : Object {};
 
 // Any host C++ object: the GC runs its destructor through `destroy`. Tensors, modules and
 // optimizers are specialisations of the same mechanism.
+// Foreign::flags & kForeignCallable: applying the object calls it with ordinary arguments (a
+// Python callable), so `procedure?` is true and map, for-each, sort ... accept it.
+constexpr uint8_t kForeignCallable = 2;
 struct Foreign : Object {
   void* ptr;
   void (*destroy)(void*);
@@ -267,6 +270,7 @@ inline bool isProcedure(Value v) {
   switch (v.obj()->kind) {
     case Kind::Closure: case Kind::Primitive: case Kind::Continuation: case Kind::Parameter:
     case Kind::CaseLambda: case Kind::Module: return true;
+    case Kind::Foreign: return v.obj()->flags & kForeignCallable;
     default: return false;
   }
 }
@@ -324,6 +328,7 @@ Value gensym(std::string_view prefix);
 Value listFromArray(const Value* items, size_t n, Value tail = Value::nil());
 size_t listLength(Value list);        // -1 (SIZE_MAX) for improper or circular lists
 inline bool isList(Value v) { return listLength(v) != SIZE_MAX; }
+bool isCircularList(Value v);         // its cdrs come back to a pair (improper tails are fine)
 Value reverseList(Value list);
 
 // UTF-8 helpers (strings.cpp)

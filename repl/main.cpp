@@ -5,6 +5,8 @@
 // the main thread because glibc serves it from its main malloc arena, where LibTorch's small
 // allocations cost about 700 instructions less per tiny tensor op than in a second thread's
 // arena (callgrind, 4x4 matmul + relu).
+#include "repl/figures.hpp"
+#include "repl/install_kernel.hpp"
 #include "launcher/handoff.hpp"
 #include "repl/repl.hpp"
 #include <purple/purple.hpp>
@@ -25,6 +27,8 @@ const char* kUsage =
     "  -e EXPR         evaluate EXPR and print its value\n"
     "  -i FILE         load FILE, then start the REPL\n"
     "  -I DIR          add DIR to the library search path (for import)\n"
+    "  --install-kernel [--user|--system|--prefix DIR]\n"
+    "                  register the Jupyter kernel (purple-kernel) for this user or everybody\n"
     "  --nproc-per-node N SCRIPT ARGS...   run SCRIPT as N ranks of a distributed job (purple-run --help)\n"
     "  --help          show this help\n"
     "  --version       show the Purple and LibTorch versions and whether CUDA is available\n"
@@ -58,6 +62,8 @@ int run(const std::vector<std::string>& args) {
     } else if (a == "--version" || a == "-v") {
       std::cout << versionLine() << "\n";
       return 0;
+    } else if (a == "--install-kernel") {
+      return repl::installKernel(std::vector<std::string>(args.begin() + long(i) + 1, args.end()));
     } else if (a == "-e" && i + 1 < args.size()) {
       expr = args[++i];
     } else if (a == "-i" && i + 1 < args.size()) {
@@ -85,6 +91,7 @@ int run(const std::vector<std::string>& args) {
       return 1;
     }
     Interpreter& in = *interp;
+    in.setDisplayHandler([](const MimeBundle& bundle, const std::string&, bool) { repl::showOnTerminal(bundle); });
     try {
       // Subnormal floats make Adam ~80x slower on this kind of CPU (DESIGN.md); the command
       // flushes them to zero unless PURPLE_FLUSH_DENORMAL=0. Embedding hosts decide for themselves.

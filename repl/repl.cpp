@@ -1,4 +1,5 @@
 #include "repl/repl.hpp"
+#include "repl/figures.hpp"
 #include <editline/readline.h>
 #include <cerrno>
 #include <csignal>
@@ -42,10 +43,17 @@ int readCharInterruptibly(FILE* in) {
   }
 }
 
-void printResults(const std::vector<Value>& results) {
+// Each value as the display protocol shows it on a terminal: its text, and pictures as files.
+void printResults(Interpreter& interp, const std::vector<Value>& results) {
   for (const Value& v : results) {
-    std::string s = v.repr() + "\n";
-    std::fwrite(s.data(), 1, s.size(), stdout);
+    MimeBundle bundle;
+    try {
+      bundle = interp.represent(v);
+    } catch (const Error& e) {
+      // A broken define-representation must not hide the value.
+      bundle = {Representation{"text/plain", v.repr()}};
+    }
+    showOnTerminal(bundle);
   }
 }
 
@@ -105,7 +113,7 @@ void reportError(Interpreter& interp, const Error& e) {
 bool evalAndPrint(Interpreter& interp, const std::string& text, const std::string& sourceName, bool printValues) {
   try {
     interp.evalForms(text, sourceName, [&](const std::vector<Value>& results, const FormSource&) {
-      if (printValues) printResults(results);
+      if (printValues) printResults(interp, results);
       std::fflush(stdout);
     });
     interp.flush();

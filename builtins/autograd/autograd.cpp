@@ -11,6 +11,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/variable.h>
 #include "builtins/builtins.hpp"
+#include "builtins/core/handle.hpp"
 #include "interp/tensor_value.hpp"
 #include <cmath>
 #include <functional>
@@ -72,17 +73,22 @@ Value tensorListValue(const ag::variable_list& ts) {
 
 // ---- hooks -------------------------------------------------------------------------------------
 
-struct HookHandle {
+struct HookHandle : RemovableHandle {
+  HookHandle(c10::weak_intrusive_ptr<at::TensorImpl, c10::UndefinedTensorImpl> t, unsigned pos)
+      : tensor(std::move(t)), position(pos) {}
   c10::weak_intrusive_ptr<at::TensorImpl, c10::UndefinedTensorImpl> tensor;
   unsigned position;
   bool removed = false;
+  bool remove() override {
+    if (removed) return false;
+    removed = true;
+    auto impl = tensor.lock();
+    if (!impl) return false;   // the tensor, and the hook with it, is gone already
+    at::Tensor t(std::move(impl));
+    t.remove_hook(position);
+    return true;
+  }
 };
-
-void destroyHookHandle(void* p) { delete static_cast<HookHandle*>(p); }
-
-bool isHookHandle(Value v) {
-  return v.is(Kind::Foreign) && v.as<Foreign>()->destroy == destroyHookHandle && v.as<Foreign>()->ptr;
-}
 
 // What the hook closure owns: the procedure stays alive exactly as long as LibTorch keeps the
 // hook (the tensor's autograd metadata, until the tensor dies or the hook is removed).
@@ -90,17 +96,6 @@ struct HookProc {
   Interp* interp;
   Root proc;
 };
-
-bool removeHook(Value handle) {
-  auto* h = static_cast<HookHandle*>(handle.as<Foreign>()->ptr);
-  if (h->removed) return false;
-  h->removed = true;
-  auto impl = h->tensor.lock();
-  if (!impl) return false;   // the tensor, and the hook with it, is gone already
-  at::Tensor t(std::move(impl));
-  t.remove_hook(h->position);
-  return true;
-}
 
 // ---- gradcheck ---------------------------------------------------------------------------------
 
@@ -339,6 +334,9 @@ void registerAutograd(Registry& r) {
   // ---- backward and grad ----
   r.def("backward", "(tensors :optional gradient :key retain-graph create-graph inputs)",
         [](Interp& in, Value tensors, Value gradient, Value retainGraph, bool createGraph, Value inputs) {
+          // A training loop makes few closure calls per step (the evaluator's safe points): an
+          // interrupt (Ctrl-C, the notebook's Interrupt) is noticed here, within one step.
+          if (in.interruptRequested_.load(std::memory_order_relaxed)) in.checkInterrupt();
           ag::variable_list ts = tensorsOf(tensors, "backward", 0, false);
           ag::variable_list gs;
           if (!gradient.isMissing() && !gradient.isFalse()) gs = tensorsOf(gradient, "backward", 1, true);
@@ -395,7 +393,10 @@ void registerAutograd(Registry& r) {
   r.def("inference-mode?", "()", []() { return c10::InferenceMode::is_enabled(); },
         "True inside inference-mode.");
   r.def("set-detect-anomaly!", "(flag :key (check-nan #t))",
-        [](bool flag, bool checkNan) { ag::AnomalyMode::set_enabled(flag, checkNan); },
+        [](bool flag, bool checkNan) {
+          requireProcessAccess("set-detect-anomaly!");
+          ag::AnomalyMode::set_enabled(flag, checkNan);
+        },
         "Turns autograd anomaly detection on or off: when on, a backward function that produces NaN "
         "raises an error naming it (unless :check-nan #f). Slows backward down.");
   r.def("detect-anomaly?", "()", []() { return ag::AnomalyMode::is_enabled(); },
@@ -424,10 +425,8 @@ void registerAutograd(Registry& r) {
             });
             return replacement;   // undefined: keep the gradient as it is
           });
-          auto* h = new HookHandle{c10::weak_intrusive_ptr<at::TensorImpl, c10::UndefinedTensorImpl>(
-                                       x.getIntrusivePtr()),
-                                   pos};
-          return makeForeign(h, destroyHookHandle, intern("hook-handle"));
+          return makeRemovableHandle(new HookHandle(
+              c10::weak_intrusive_ptr<at::TensorImpl, c10::UndefinedTensorImpl>(x.getIntrusivePtr()), pos));
         },
         "(tensor-register-hook x proc): calls PROC with the gradient of X each time one is computed "
         "in backward. When PROC returns a tensor, it replaces the gradient; any other result keeps "
@@ -435,15 +434,17 @@ void registerAutograd(Registry& r) {
         "refers to X itself keeps X alive).");
   r.def("tensor-remove-hook!", "(handle :optional handle2)",
         [](Value a, Value b) {
-          Value h = isHookHandle(a) ? a : b;
-          if (!isHookHandle(h)) throwTypeError("tensor-remove-hook!", 0, "a hook handle", a);
-          return removeHook(h);
+          Value h = isRemovableHandle(a) ? a : b;
+          if (!isRemovableHandle(h)) throwTypeError("tensor-remove-hook!", 1, "a hook handle", a);
+          return removableHandleOf(h)->remove();
         },
         "(tensor-remove-hook! handle) or (tensor-remove-hook! x handle): removes the hook that "
-        "tensor-register-hook returned HANDLE for. True if it was still registered.");
+        "tensor-register-hook returned HANDLE for. True if it was still registered. hook-remove! is the same "
+        "procedure and also removes module hooks (register-forward-hook! ...).");
   r.alias("hook-remove!", "tensor-remove-hook!");
-  r.def("hook-handle?", "(x)", [](Value x) { return isHookHandle(x); },
-        "True when X is a handle returned by tensor-register-hook.");
+  r.def("hook-handle?", "(x)", [](Value x) { return isRemovableHandle(x); },
+        "True when X is a handle returned by tensor-register-hook or a module's register-forward-hook! / "
+        "register-forward-pre-hook!.");
 
   // ---- gradient checking ----
   r.def("gradcheck", "(f inputs :key (eps 1e-6) (atol 1e-5) (rtol 1e-3) (raise-exception #t))",

@@ -85,6 +85,24 @@ inline void checkMutableString(std::string_view who, int index, Value v) {
   if (v.obj()->flags & kStringImmutable) typeError(who, index, "a mutable string (literals are immutable)", v);
 }
 
+// Floyd's cycle check for a loop that walks a list one pair at a time without knowing its length
+// first (memq stops at the first match, so it must not measure the whole list): `step(p)` with
+// each pair moved to returns true once the cdrs have come back around. A slow cursor advances
+// every other step; on a finite list it always lags behind, so only a cycle can meet it.
+class CycleCheck {
+ public:
+  explicit CycleCheck(Value list) : slow_(list) {}
+  bool step(Value p) {
+    if (odd_) slow_ = cdr(slow_);
+    odd_ = !odd_;
+    return p == slow_;
+  }
+
+ private:
+  Value slow_;
+  bool odd_ = false;
+};
+
 // Length of a proper list, or a type error naming the argument (also for circular lists).
 inline size_t listArg(std::string_view who, int index, Value v) {
   size_t n = listLength(v);

@@ -228,13 +228,10 @@ void registerControl(Registry& r) {
       throw;
     } catch (const PurpleException& e) {
       if (e.offered()) throw;
-      // An error signalled by a builtin: offer it to this handler, in the outer context.
-      in.st->handlers = saved;
-      Value payload = e.payload();
-      in.apply(handler.value, &payload, 1);
-      Value err = makeError(intern("error"), "exception handler returned from a non-continuable error",
-                            listFromArray(&payload, 1));
-      in.raise(err, false);
+      // An error signalled by a builtin reached here without meeting a handler: raise it as
+      // if from here, which offers it to this handler (in the outer context) and the outer ones.
+      in.st->handlers = cons(handler.value, saved);
+      in.raise(e.payload(), false);
     }
   }, "Installs HANDLER for the dynamic extent of calling THUNK. A handler that returns from a "
      "non-continuable raise causes a secondary error.");

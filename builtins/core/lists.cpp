@@ -202,20 +202,26 @@ Value reverseChecked(std::string_view who, int index, Value l) {
 
 template <class Same>
 Value memberGeneric(std::string_view who, Value x, Value list, Same same) {
-  for (Value p = list; !p.isNil(); p = cdr(p)) {
+  CycleCheck cycle(list);
+  for (Value p = list; !p.isNil();) {
     if (!isPair(p)) badList(who, 1, list);
     if (same(x, car(p))) return p;
+    p = cdr(p);
+    if (cycle.step(p)) badList(who, 1, list);
   }
   return Value::f();
 }
 
 template <class Same>
 Value assocGeneric(std::string_view who, Value x, Value alist, Same same) {
-  for (Value p = alist; !p.isNil(); p = cdr(p)) {
+  CycleCheck cycle(alist);
+  for (Value p = alist; !p.isNil();) {
     if (!isPair(p)) badList(who, 1, alist);
     Value entry = car(p);
     if (!isPair(entry)) typeError(who, 1, "an association list (a list of pairs)", alist);
     if (same(x, car(entry))) return entry;
+    p = cdr(p);
+    if (cycle.step(p)) badList(who, 1, alist);
   }
   return Value::f();
 }
@@ -456,11 +462,20 @@ Value* listItems(std::string_view who, int index, Value list, size_t& n) {
   return items;
 }
 
+// The tail of LIST after K pairs. On a circular list the walk goes round the cycle only once:
+// the rest of K is taken modulo the cycle's length, so (list-tail circular (expt 10 15)) ends.
 Value nth(std::string_view who, Value list, int64_t k) {
   Value p = list;
+  CycleCheck cycle(list);
   for (int64_t i = 0; i < k; i++) {
     if (!isPair(p)) rangeError(who, 1, Value::fixnum(k), "the list is too short");
     p = cdr(p);
+    if (cycle.step(p)) {
+      int64_t length = 1;
+      for (Value q = cdr(p); q != p; q = cdr(q)) length++;
+      for (int64_t rest = (k - i - 1) % length; rest > 0; rest--) p = cdr(p);
+      return p;
+    }
   }
   return p;
 }
@@ -507,7 +522,10 @@ void registerLists(Registry& r) {
           if (k < 0) rangeError("make-list", 0, Value::fixnum(k), "negative length");
           if (fill.isMissing()) fill = Value::f();
           Value l = Value::nil();
-          for (int64_t i = 0; i < k; i++) l = cons(fill, l);
+          for (int64_t i = 0; i < k; i++) {
+            pollEvery(uint64_t(i));
+            l = cons(fill, l);
+          }
           return l;
         },
         "A list of K elements, each FILL (default #f).");
@@ -535,6 +553,7 @@ void registerLists(Registry& r) {
           bool fixnums = start.isFixnum() && step.isFixnum();
           bool floats = (isFlonum(start) || start.isFixnum()) && (isFlonum(step) || step.isFixnum()) && !fixnums;
           for (int64_t i = count - 1; i >= 0; i--) {
+            pollEvery(uint64_t(i));
             Value x;
             int64_t prod, sum;
             if (fixnums && !__builtin_mul_overflow(i, step.fixnum(), &prod) &&
@@ -640,6 +659,7 @@ void registerLists(Registry& r) {
           Value p = l;
           for (int64_t i = 0; i < n; i++, p = cdr(p)) {
             if (!isPair(p)) rangeError("list-head", 1, k, "the list is too short");
+            pollEvery(uint64_t(i));
             b.add(car(p));
           }
           return b.finish();
@@ -651,6 +671,7 @@ void registerLists(Registry& r) {
   r.def("take-right", "(list k)",
         [](Value l, Value k) {
           int64_t n = indexArg("take-right", 1, k);
+          if (isCircularList(l)) typeError("take-right", 0, "a non-circular list", l);
           Value lead = nth("take-right", l, n), lag = l;
           for (; isPair(lead); lead = cdr(lead)) lag = cdr(lag);
           return lag;
@@ -659,6 +680,7 @@ void registerLists(Registry& r) {
   r.def("drop-right", "(list k)",
         [](Value l, Value k) {
           int64_t n = indexArg("drop-right", 1, k);
+          if (isCircularList(l)) typeError("drop-right", 0, "a non-circular list", l);
           Value lead = nth("drop-right", l, n), lag = l;
           ListBuilder b;
           for (; isPair(lead); lead = cdr(lead), lag = cdr(lag)) b.add(car(lag));

@@ -4,6 +4,7 @@
 #include "interp/numbers.hpp"
 #include "interp/printer.hpp"
 #include "interp/tensor_hooks.hpp"
+#include <complex>
 #include <cmath>
 #include <random>
 
@@ -65,18 +66,32 @@ Value minMax(Value* a, int n, bool isMax, const char* who) {
   return inexact ? numInexact(best) : best;
 }
 
-double realArg(Value v, const char* who) {
-  requireNumber(v, who, 1);
+double realArg(Value v, const char* who, int index = 1) {
+  if (!isRealNumber(v)) throwTypeError(who, index, "a real number", v);
   return toDouble(v);
+}
+
+// The complex function of a complex argument (std::complex's principal branches, as R7RS and
+// Python's cmath use).
+Value complexMath(Value v, TensorUnary op, const char* who) {
+  std::complex<double> z(toDouble(v.as<Compnum>()->re), toDouble(v.as<Compnum>()->im)), r;
+  switch (op) {
+    case TensorUnary::Exp: r = std::exp(z); break;
+    case TensorUnary::Sin: r = std::sin(z); break;
+    case TensorUnary::Cos: r = std::cos(z); break;
+    case TensorUnary::Tan: r = std::tan(z); break;
+    case TensorUnary::Asin: r = std::asin(z); break;
+    case TensorUnary::Acos: r = std::acos(z); break;
+    case TensorUnary::Atan: r = std::atan(z); break;
+    default: throwTypeError(who, 1, "a real number", v);
+  }
+  return makeRectangular(makeFlonum(r.real()), makeFlonum(r.imag()));
 }
 
 Value unaryMath(Value v, TensorUnary op, double (*fn)(double), const char* who) {
   if (isTensor(v)) return tensorUnary(op, v);
-  if (isCompnum(v) && op == TensorUnary::Exp) {
-    double re = toDouble(v.as<Compnum>()->re), im = toDouble(v.as<Compnum>()->im);
-    double m = std::exp(re);
-    return makeRectangular(makeFlonum(m * std::cos(im)), makeFlonum(m * std::sin(im)));
-  }
+  if (isCompnum(v)) return complexMath(v, op, who);
+  if (!isNumber(v)) throwTypeError(who, 1, "a number", v);
   return makeFlonum(fn(realArg(v, who)));
 }
 
@@ -266,16 +281,16 @@ void registerNumbers(Registry& r) {
   r.def("log", "(z :optional base)", [](Value v, Value base) {
     if (isTensor(v)) {
       Value l = tensorUnary(TensorUnary::Log, v);
-      return base.isMissing() ? l : tensorBinary(TensorBinary::Div, l, makeFlonum(std::log(realArg(base, "log"))));
+      return base.isMissing() ? l : tensorBinary(TensorBinary::Div, l, makeFlonum(std::log(realArg(base, "log", 2))));
     }
     if (isCompnum(v) || (isRealNumber(v) && numSign(v) < 0)) {
       double re = toDouble(isCompnum(v) ? v.as<Compnum>()->re : v), im = isCompnum(v) ? toDouble(v.as<Compnum>()->im) : 0.0;
       Value l = makeRectangular(makeFlonum(std::log(std::hypot(re, im))), makeFlonum(std::atan2(im, re)));
-      return base.isMissing() ? l : numDiv(l, makeFlonum(std::log(realArg(base, "log"))));
+      return base.isMissing() ? l : numDiv(l, makeFlonum(std::log(realArg(base, "log", 2))));
     }
     double x = realArg(v, "log");
     if (base.isMissing()) return makeFlonum(std::log(x));
-    return makeFlonum(std::log(x) / std::log(realArg(base, "log")));
+    return makeFlonum(std::log(x) / std::log(realArg(base, "log", 2)));
   }, "Natural logarithm of Z, or its logarithm in BASE.");
   r.def("sin", "(z)", [](Value v) { return unaryMath(v, TensorUnary::Sin, std::sin, "sin"); }, "Sine of Z (radians).");
   r.def("cos", "(z)", [](Value v) { return unaryMath(v, TensorUnary::Cos, std::cos, "cos"); }, "Cosine of Z (radians).");
@@ -284,7 +299,7 @@ void registerNumbers(Registry& r) {
   r.def("acos", "(z)", [](Value v) { return unaryMath(v, TensorUnary::Acos, std::acos, "acos"); }, "Arc cosine of Z.");
   r.def("atan", "(y :optional x)", [](Value y, Value x) {
     if (x.isMissing()) return unaryMath(y, TensorUnary::Atan, std::atan, "atan");
-    return makeFlonum(std::atan2(realArg(y, "atan"), realArg(x, "atan")));
+    return makeFlonum(std::atan2(realArg(y, "atan"), realArg(x, "atan", 2)));
   }, "Arc tangent of Y, or of Y/X using both signs to pick the quadrant.");
   r.def("number->string", "(z :optional (radix 10))", [](Value v, int radix) {
     requireNumber(v, "number->string", 1);

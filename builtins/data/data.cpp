@@ -590,7 +590,9 @@ void registerData(Registry& r) {
         "batches ahead (-1: one when prefetching, 0: none), PIN-MEMORY pins them for CUDA copies. "
         "Returns a batch iterator.");
   r.def("%batch-iterator-next!", "(iterator)",
-        [](Value iv) -> Value {
+        [](Interp& in, Value iv) -> Value {
+          // Evaluation loops make few closure calls per batch: notice an interrupt here.
+          if (in.interruptRequested_.load(std::memory_order_relaxed)) in.checkInterrupt();
           auto* it = foreignArg<BatchIterator>(iv, "batch-iterator", "%batch-iterator-next!", 1);
           std::vector<at::Tensor> batch;
           if (!it->take(batch)) return Value::eof();

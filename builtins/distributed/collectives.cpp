@@ -171,35 +171,49 @@ Value reduce(Interp& in, Value tv, int64_t dst, Value op, Value group, bool asyn
   return finishOrDefer(in, std::move(c.p), async);
 }
 
+// The group-size list of tensors like T that a gather fills: FRESH ones, or the caller's OUTS,
+// checked; BUFFERS are what the backend writes (OUTS' own tensors where they can take it).
+void gatherTargets(bool fresh, Value outs, const at::Tensor& t, int size, const char* who,
+                   std::vector<at::Tensor>& targets, std::vector<at::Tensor>& buffers) {
+  if (fresh) {
+    for (int k = 0; k < size; k++) buffers.push_back(at::empty(t.sizes(), t.options().requires_grad(false)));
+    targets = buffers;
+    return;
+  }
+  targets = tensorsIn(outs, who, 1);
+  requireListOf(targets, size, who, "the output list");
+  for (auto& o : targets) {
+    requireLike(o, t, who, "the output tensors");
+    buffers.push_back(commBuffer(o));
+  }
+}
+
+// What a gather returns: the fresh list as FRESH_RESULT when OUTS was not given, else OUTS itself,
+// once the buffers are copied back into its tensors.
+void answerGather(Call& c, Value outs, const std::vector<at::Tensor>& targets, const std::vector<at::Tensor>& buffers,
+                  Pending::Result freshResult) {
+  if (outs.isMissing()) {
+    c.p->result = freshResult;
+    c.p->tensors = buffers;
+    return;
+  }
+  std::vector<at::Tensor> plain;
+  for (auto& x : targets) plain.push_back(x.detach());
+  c.p->finish = copyBack(plain, buffers);
+  c.p->result = Pending::Result::Input;
+  c.p->input = Root(outs);
+}
+
 Value allGather(Interp& in, Value outs, Value tv, Value group, bool async, const char* who) {
   Call c(group, who);
   const at::Tensor& t = tensorIn(tv, who, outs.isMissing() ? 1 : 2);
   checkAgreement(*c.g, {Op::AllGather, -1, -1, &t, {}}, who);
   std::vector<at::Tensor> targets, buffers;
-  if (outs.isMissing()) {
-    for (int k = 0; k < c.g->size; k++) buffers.push_back(at::empty(t.sizes(), t.options().requires_grad(false)));
-    targets = buffers;
-  } else {
-    targets = tensorsIn(outs, who, 1);
-    requireListOf(targets, c.g->size, who, "the output list");
-    for (auto& o : targets) {
-      requireLike(o, t, who, "the output tensors");
-      buffers.push_back(commBuffer(o));
-    }
-  }
+  gatherTargets(outs.isMissing(), outs, t, c.g->size, who, targets, buffers);
   std::vector<std::vector<at::Tensor>> outputs{buffers};
   std::vector<at::Tensor> inputs{commBuffer(t)};
   c.p->works.push_back(issue(who, [&] { return c.g->comm->allgather(outputs, inputs); }));
-  if (outs.isMissing()) {
-    c.p->result = Pending::Result::TensorList;
-    c.p->tensors = buffers;
-  } else {
-    std::vector<at::Tensor> plain;
-    for (auto& o : targets) plain.push_back(o.detach());
-    c.p->finish = copyBack(plain, buffers);
-    c.p->result = Pending::Result::Input;
-    c.p->input = Root(outs);
-  }
+  answerGather(c, outs, targets, buffers, Pending::Result::TensorList);
   return finishOrDefer(in, std::move(c.p), async);
 }
 
@@ -210,35 +224,14 @@ Value gather(Interp& in, Value outs, Value tv, int64_t dst, Value group, bool as
   checkAgreement(*c.g, {Op::Gather, dst, -1, &t, {}}, who);
   bool isRoot = c.g->rank == root;
   std::vector<at::Tensor> targets, buffers;
-  if (isRoot) {
-    if (outs.isMissing() || outs.isFalse()) {
-      for (int k = 0; k < c.g->size; k++) buffers.push_back(at::empty(t.sizes(), t.options().requires_grad(false)));
-      targets = buffers;
-    } else {
-      targets = tensorsIn(outs, who, 1);
-      requireListOf(targets, c.g->size, who, "the output list");
-      for (auto& o : targets) {
-        requireLike(o, t, who, "the output tensors");
-        buffers.push_back(commBuffer(o));
-      }
-    }
-  }
+  if (isRoot) gatherTargets(outs.isMissing() || outs.isFalse(), outs, t, c.g->size, who, targets, buffers);
   std::vector<std::vector<at::Tensor>> outputs;
   if (isRoot) outputs.push_back(buffers);
   std::vector<at::Tensor> inputs{commBuffer(t)};
   c10d::GatherOptions o;
   o.rootRank = root;
   c.p->works.push_back(issue(who, [&] { return c.g->comm->gather(outputs, inputs, o); }));
-  if (outs.isMissing()) {
-    c.p->result = Pending::Result::TensorListOrFalse;
-    c.p->tensors = buffers;
-  } else {
-    std::vector<at::Tensor> plain;
-    for (auto& x : targets) plain.push_back(x.detach());
-    c.p->finish = copyBack(plain, buffers);
-    c.p->result = Pending::Result::Input;
-    c.p->input = Root(outs);
-  }
+  answerGather(c, outs, targets, buffers, Pending::Result::TensorListOrFalse);
   return finishOrDefer(in, std::move(c.p), async);
 }
 

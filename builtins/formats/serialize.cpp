@@ -1,171 +1,169 @@
-// Files Python PyTorch reads: state dicts and general data in torch.save's zip format, written
-// with LibTorch's pickler (torch::pickle_save), read with torch::pickle_load, which also reads
-// what Python's torch.save writes. Every write goes to a temporary file renamed over the target,
-// so a crash never leaves a half-written checkpoint.
-//
-// Data mapping (torch-save / torch-load):
-//   tensor <-> Tensor        integer <-> int        real <-> float        boolean <-> bool
-//   string, symbol -> str    #f with torch-load of None
-//   alist with string keys, hash table <-> dict (an alist, in order, when loaded)
-//   list <-> list            vector <-> tuple
-#include <torch/csrc/jit/serialization/pickle.h>
-#include "builtins/nn/value.hpp"
+// torch.save and torch.load from Purple: torch-save / torch-load for any data, save-state-dict /
+// load-state-dict for a model's tensors. Files are PyTorch's own (the zip format that torch.save
+// writes, and the legacy format read too), with Python data mapped as python_values.hpp says; the
+// pickle reader and writer are Purple's own (unpickler.cpp, pickler.cpp), since LibTorch's cannot
+// read OrderedDicts and more. Reading is safe by default (weights_only): no Python global outside
+// the allow-list is accepted.
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"
-#include "interp/numbers.hpp"
+#include "builtins/formats/format_error.hpp"
+#include "builtins/formats/python_values.hpp"
+#include "builtins/formats/torch_file.hpp"
+#include "builtins/formats/torch_io.hpp"
+#include "builtins/formats/unpickler.hpp"
+#include "builtins/nn/value.hpp"
 #include "interp/printer.hpp"
 #include "interp/tensor_value.hpp"
-#include <fstream>
-#include <iterator>
 
 namespace purple {
 
-namespace {
+namespace formats {
 
-std::vector<char> readFile(const std::string& path, const char* who) {
-  requireFileAccess(who);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throwError("file-error", std::string(who) + ": cannot open " + path, cons(makeString(path), Value::nil()));
-  return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-bool isStringKeyedAlist(Value v) {
-  if (!isPair(v) || !isList(v)) return false;
-  for (Value p = v; isPair(p); p = cdr(p))
-    if (!isPair(car(p)) || !isString(car(car(p)))) return false;
-  return true;
-}
-
-c10::IValue toIValue(Value v, const char* who, int depth = 0) {
-  if (depth > 1000) throwError("value-error", std::string(who) + ": data nested too deeply (or circular)");
-  if (isTensor(v)) return c10::IValue(tensorArg(v, who, 1).detach());
-  if (v.isFixnum()) return c10::IValue(int64_t(v.fixnum()));
-  if (isFlonum(v)) return c10::IValue(flonumValue(v));
-  if (v.isBool()) return c10::IValue(v.isTrue());
-  if (isString(v)) return c10::IValue(std::string(stringView(v)));
-  if (v.is(Kind::Symbol)) return c10::IValue(std::string(symbolName(v)));
-  if (v.isUnspecified()) return c10::IValue();
-  if (isHashTable(v) || isStringKeyedAlist(v)) {
-    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-    auto put = [&](Value k, Value x) {
-      if (!isString(k) && !k.is(Kind::Symbol)) throwError("type-error", std::string(who) + ": dict keys must be strings, got " + toWriteString(k));
-      d.insert_or_assign(isString(k) ? std::string(stringView(k)) : std::string(symbolName(k)), toIValue(x, who, depth + 1));
-    };
-    if (isHashTable(v)) {
-      auto* h = v.as<HashTable>();
-      for (uint32_t i = 0; i < h->entryUsed; i++)
-        if (!h->entries[2 * i].isUnbound()) put(h->entries[2 * i], h->entries[2 * i + 1]);
-    } else {
-      for (Value p = v; isPair(p); p = cdr(p)) put(car(car(p)), cdr(car(p)));
-    }
-    return c10::IValue(d);
-  }
-  if (v.isNil() || isList(v)) {
-    c10::impl::GenericList l(c10::AnyType::get());
-    for (Value p = v; isPair(p); p = cdr(p)) l.push_back(toIValue(car(p), who, depth + 1));
-    return c10::IValue(l);
-  }
-  if (v.is(Kind::Vector)) {
-    std::vector<c10::IValue> items;
-    auto* vec = v.as<Vector>();
-    for (uint32_t k = 0; k < vec->extra; k++) items.push_back(toIValue(vec->items[k], who, depth + 1));
-    return c10::IValue(c10::ivalue::Tuple::create(std::move(items)));
-  }
-  if (isNumber(v)) return c10::IValue(toDouble(v));
-  throwError("type-error", std::string(who) + ": cannot save " + toWriteString(v) +
-                               " (tensors, numbers, booleans, strings, lists, vectors, alists and hash tables can be saved)");
-}
-
-Value fromIValue(const c10::IValue& iv, const char* who) {
-  if (iv.isTensor()) return wrapTensor(iv.toTensor());
-  if (iv.isInt()) return makeInteger(iv.toInt());
-  if (iv.isDouble()) return makeFlonum(iv.toDouble());
-  if (iv.isBool()) return Value::boolean(iv.toBool());
-  if (iv.isString()) return makeString(iv.toStringRef());
-  if (iv.isNone()) return Value::f();
-  if (iv.isGenericDict()) {
-    std::vector<Value> items;
-    for (const auto& e : iv.toGenericDict()) {
-      Value k = e.key().isString() ? makeString(e.key().toStringRef()) : fromIValue(e.key(), who);
-      items.push_back(cons(k, fromIValue(e.value(), who)));
-    }
-    return listFromArray(items.data(), items.size());
-  }
-  if (iv.isList()) {
-    std::vector<Value> items;
-    for (const auto& x : iv.toListRef()) items.push_back(fromIValue(x, who));
-    return listFromArray(items.data(), items.size());
-  }
-  if (iv.isTuple()) {
-    const auto& elems = iv.toTupleRef().elements();
-    Value vec = makeVector(elems.size());
-    for (size_t k = 0; k < elems.size(); k++) vec.as<Vector>()->items[k] = fromIValue(elems[k], who);
-    return vec;
-  }
-  throwError("value-error", std::string(who) + ": the file holds a " + iv.tagKind() + ", which Purple cannot represent");
-}
-
-// LibTorch's unpickler reads collections.OrderedDict (what Python's model.state_dict() is) as
-// None, so a file holding one fails deep inside it; say what to do instead.
-c10::IValue loadPickled(const std::string& path, const char* who) {
-  std::vector<char> bytes = readFile(path, who);
+[[noreturn]] void rethrowFileError(const std::string& who, const std::string& path) {
   try {
-    return torch::jit::pickle_load(bytes);
-  } catch (const c10::Error& e) {
-    std::string msg = e.what_without_backtrace();
-    if (msg.find("GenericDict") != std::string::npos)
-      throwError("value-error", std::string(who) + ": cannot read " + path +
-                                    ": LibTorch cannot read Python's OrderedDict; save a plain dict from Python: "
-                                    "torch.save(dict(model.state_dict()), path)");
     throw;
+  } catch (const FormatError& e) {
+    throwError("file-error", who + ": " + path + ": " + e.what(), cons(makeString(path), Value::nil()));
+  } catch (const c10::Error& e) {
+    throwError("file-error", who + ": " + path + ": " + e.what_without_backtrace(), cons(makeString(path), Value::nil()));
   }
 }
 
-void savePickled(const c10::IValue& iv, const std::string& path, const char* who) {
-  std::vector<char> bytes = torch::jit::pickle_save(iv);
-  writeFileAtomically(path, bytes.data(), bytes.size(), who);
+// :map-location as Python takes it: a device for everything, a table (hash table or alist) from
+// saved locations to devices, or a procedure from the saved location (a string) to a device.
+std::function<c10::Device(const std::string&)> locationMapper(Interp& in, Value spec, const std::string& who) {
+  if (spec.isMissing() || spec.isFalse()) return nullptr;
+  if (isString(spec) || spec.is(Kind::Symbol)) {
+    c10::Device d = deviceFromValue(spec, who);
+    return [d](const std::string&) {
+      return defaultLocation(d.str());   // checks that the device exists here
+    };
+  }
+  if (isHashTable(spec) || isList(spec)) {
+    std::vector<std::pair<std::string, c10::Device>> table;
+    if (isHashTable(spec)) {
+      auto* h = spec.as<HashTable>();
+      for (uint32_t i = 0; i < h->entryUsed; i++)
+        if (!h->entries[2 * i].isUnbound())
+          table.emplace_back(deviceFromValue(h->entries[2 * i], who).str(), deviceFromValue(h->entries[2 * i + 1], who));
+    } else {
+      for (Value p = spec; isPair(p); p = cdr(p)) {
+        if (!isPair(car(p))) throwTypeError(who, 2, "a device, a table of devices or a procedure for :map-location", spec);
+        table.emplace_back(deviceFromValue(car(car(p)), who).str(), deviceFromValue(cdr(car(p)), who));
+      }
+    }
+    return [table](const std::string& loc) {
+      for (auto& [from, to] : table)
+        if (from == loc || (from == "cuda" && loc.rfind("cuda", 0) == 0)) return defaultLocation(to.str());
+      return defaultLocation(loc);
+    };
+  }
+  if (isProcedure(spec)) {
+    Interp* interp = &in;
+    return [interp, spec, who](const std::string& loc) {
+      Value arg = makeString(loc);
+      Value r = interp->apply(spec, &arg, 1);
+      return defaultLocation(deviceFromValue(r, who).str());
+    };
+  }
+  throwTypeError(who, 2, "a device, a table of devices or a procedure for :map-location", spec);
 }
 
-}  // namespace
+PyRef load(Interp& in, const std::string& who, const std::string& path, bool safe, Value mapLocation, bool mmap) {
+  requireFileAccess(who);
+  TorchLoadOptions o;
+  o.safe = safe;
+  o.mmap = mmap;
+  o.mapLocation = locationMapper(in, mapLocation, who);
+  try {
+    return loadTorchFile(path, o);
+  } catch (const PurpleException&) {
+    throw;
+  } catch (...) {
+    rethrowFileError(who, path);
+  }
+}
+
+void refuseSafetensorsPath(const std::string& who, const std::string& path) {
+  static const std::string ext = ".safetensors";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    throwError("value-error", who + ": " + path + " is a .safetensors path; write it with save-safetensors (" + who +
+                                  " writes another format, which no safetensors reader could open)");
+}
+
+void save(const PyRef& root, const std::string& who, const std::string& path) {
+  refuseSafetensorsPath(who, path);
+  try {
+    saveTorchFile(root, path, who);
+  } catch (const PurpleException&) {
+    throw;
+  } catch (...) {
+    rethrowFileError(who, path);
+  }
+}
+
+}  // namespace formats
+
+using namespace formats;
+
+Value torchLoadValue(Interp& in, const std::string& path, const std::string& who) {
+  return toPurple(load(in, who, path, true, Value::missing(), false));
+}
+
+void torchSaveValue(Value data, const std::string& path, const std::string& who) { save(toPython(data, who), who, path); }
 
 void registerSerialize(Registry& r) {
+  r.def("torch-save", "(data path)",
+        [](Value data, std::string path) { save(toPython(data, "torch-save"), "torch-save", path); },
+        "Writes DATA to PATH, atomically, as Python's torch.save(data, PATH) would: Python reads it back with "
+        "torch.load. Hash tables become dicts, lists lists, vectors tuples, tensors tensors (tensors sharing a "
+        "storage keep sharing it), the unspecified value None, and an alist with string keys (like state-dict's) a "
+        "dict, so a whole checkpoint is one call: (torch-save (alist->hash-table `((\"model\" . ,(state-dict m)) "
+        "(\"optimizer\" . ,(optimizer-state-dict opt)) (\"epoch\" . 5))) \"ckpt.pt\"). See docs/formats.md.");
+  r.def("torch-load", "(path :key (safe #t) map-location (mmap #f))",
+        [](Interp& in, std::string path, bool safe, Value mapLocation, bool mmap) {
+          return toPurple(load(in, "torch-load", path, safe, mapLocation, mmap));
+        },
+        "Reads a file written by Python's torch.save (the zip format or the legacy one) or by torch-save. Dicts and "
+        "OrderedDicts become hash tables (in their order), lists lists, tuples vectors, None the unspecified value, "
+        "torch.Size a list, dtypes symbols, devices strings. :map-location moves storages as Python's map_location "
+        "does: a device (\"cpu\"), a table from saved locations to devices, or a procedure from the saved location to "
+        "a device; without it a tensor saved on a GPU needs one here. Safe by default, like weights_only=True: a "
+        "pickle naming any Python global beyond tensors, containers and torch/NumPy data is refused; with :safe #f "
+        "such objects become hash tables with \"__class__\", \"__args__\" and \"__state__\" (nothing is ever run). "
+        ":mmap #t maps CPU storages from the file instead of copying them.");
   r.def("save-state-dict", "(source path)",
         [](Value source, std::string path) {
           std::vector<std::pair<std::string, at::Tensor>> entries =
               isModule(source) ? moduleStateDict(*moduleArg(source, "save-state-dict", 1)) : stateDictFromValue(source, "save-state-dict");
-          c10::Dict<std::string, at::Tensor> d;
-          for (auto& e : entries) d.insert_or_assign(e.first, e.second.detach());
-          savePickled(c10::IValue(d), path, "save-state-dict");
+          PyRef d = PyObject::dict();
+          d->flag = true;   // an OrderedDict, as model.state_dict() is
+          for (auto& e : entries) d->entries.emplace_back(PyObject::str(e.first), PyObject::tensorOf(e.second.detach()));
+          save(d, "save-state-dict", path);
         },
         "Writes the state dict of SOURCE (a module, or an alist / hash table of name -> tensor) to PATH, atomically, "
-        "in torch.save's format: Python reads it with torch.load(PATH) and model.load_state_dict(...).");
-  r.def("load-state-dict", "(path)",
-        [](std::string path) {
-          c10::IValue iv = loadPickled(path, "load-state-dict");
-          if (!iv.isGenericDict())
-            throwError("value-error", "load-state-dict: " + path + " does not hold a dict of tensors (from Python, save "
-                                      "torch.save(dict(model.state_dict()), path): LibTorch reads an OrderedDict as None)");
+        "exactly as Python's torch.save(model.state_dict(), PATH) does (an OrderedDict of tensors): Python reads it "
+        "with model.load_state_dict(torch.load(PATH)).");
+  r.def("load-state-dict", "(path :key (safe #t) map-location)",
+        [](Interp& in, std::string path, bool safe, Value mapLocation) {
+          PyRef o = load(in, "load-state-dict", path, safe, mapLocation, false);
+          if (o->type != PyType::Dict)
+            throwError("value-error", "load-state-dict: " + path + " holds a " + pyTypeName(*o) + ", not a state dict; read it with torch-load");
           std::vector<std::pair<std::string, at::Tensor>> entries;
-          for (const auto& e : iv.toGenericDict()) {
-            if (!e.key().isString() || !e.value().isTensor())
-              throwError("value-error", "load-state-dict: " + path + " holds a dict that is not name -> tensor");
-            entries.emplace_back(e.key().toStringRef(), e.value().toTensor());
+          for (auto& [k, v] : o->entries) {
+            if (k->type != PyType::Str || v->type != PyType::Tensor) {
+              std::string hint;
+              for (auto& [k2, v2] : o->entries)
+                if (k2->type == PyType::Str && v2->type == PyType::Dict) hint = " (it looks like a checkpoint: read it with torch-load and take its \"" + k2->text + "\" entry)";
+              throwError("value-error", "load-state-dict: " + path + " holds a dict that is not name -> tensor" + hint);
+            }
+            entries.emplace_back(k->text, v->tensor);
           }
           return stateDictToValue(entries);
         },
-        "Reads a state dict written by save-state-dict or by Python's torch.save(dict(model.state_dict()), PATH): an "
-        "alist (\"name\" . tensor) in the file's order. Give it, or PATH itself, to load-state-dict!. (LibTorch cannot "
-        "read Python's OrderedDict, so Python must save a plain dict.)");
-  r.def("torch-save", "(data path)",
-        [](Value data, std::string path) { savePickled(toIValue(data, "torch-save"), path, "torch-save"); },
-        "Writes DATA to PATH atomically in torch.save's format (Python's torch.load reads it): tensors, numbers, "
-        "booleans, strings, lists (Python lists), vectors (tuples), and alists with string keys or hash tables "
-        "(dicts). Checkpoints can combine state dicts, epochs and histories this way.");
-  r.def("torch-load", "(path)",
-        [](std::string path) { return fromIValue(loadPickled(path, "torch-load"), "torch-load"); },
-        "Reads data written by torch-save or by Python's torch.save: dicts become alists (in order), lists lists, "
-        "tuples vectors, None #f. Python OrderedDicts cannot be read (LibTorch's unpickler limitation): convert them "
-        "with dict(...) before saving.");
+        "Reads a state dict from PATH -- written by save-state-dict or by Python's torch.save(model.state_dict(), "
+        "PATH), OrderedDicts and the legacy format included -- as an alist (\"name\" . tensor) in the file's order. "
+        "Give it, or PATH itself, to load-state-dict!. :safe and :map-location as for torch-load.");
 }
 
 }  // namespace purple

@@ -22,11 +22,8 @@ static void finalizePort(void* obj, void*) {
   auto* p = static_cast<Port*>(obj);
   if (!p->impl) return;
   PortImpl* impl = p->impl;
-  if (impl->file && impl->ownsFile) {
-    std::fclose(impl->file);
-    if (!impl->tempPath.empty()) std::remove(impl->tempPath.c_str());   // never closed: discard
-  }
-  delete impl;
+  if (impl->file && impl->ownsFile) std::fclose(impl->file);
+  delete impl;   // an output file never closed is discarded (AtomicFile removes its temporary)
   p->impl = nullptr;
 }
 
@@ -89,29 +86,33 @@ void portWrite(Value port, std::string_view text) {
 void portFlush(Value port) {
   PortImpl* p = portImpl(port);
   if (p->file && p->output) std::fflush(p->file);
+  else if (p->sink && p->output) p->sink(std::string_view());   // a host callback: flush
 }
 
 void portClose(Value port) {
   PortImpl* p = portImpl(port);
   if (!p->open) return;
   p->open = false;
-  if (p->file && p->ownsFile) {
+  if (p->atomic) {
+    p->file = nullptr;
+    std::unique_ptr<AtomicFile> f = std::move(p->atomic);
+    f->commit();
+  } else if (p->file && p->ownsFile) {
     bool ok = std::fflush(p->file) == 0;
     if (ok && p->output) ok = fsync(fileno(p->file)) == 0;
     ok = std::fclose(p->file) == 0 && ok;
     p->file = nullptr;
-    if (!p->tempPath.empty()) {
-      if (!ok || std::rename(p->tempPath.c_str(), p->path.c_str()) != 0) {
-        std::remove(p->tempPath.c_str());
-        throwError("file-error", "could not write " + p->path + ": " + std::strerror(errno));
-      }
-      p->tempPath.clear();
-    }
+    if (!ok) throwError("file-error", std::string("could not write a file: ") + std::strerror(errno));
   }
 }
 
 bool portFill(PortImpl* p) {
   if (!p->console || !p->file) return false;
+  // The process's standard input belongs to the host, not to a sandboxed script: a host gives
+  // such a script input with Options::input (a string port) instead.
+  Interp* in = Interp::current();
+  if (in && !in->limits.allowProcess)
+    throwError("error", "reading the process's standard input is disabled in this interpreter");
   char buf[4096];
   if (!std::fgets(buf, sizeof buf, p->file)) return false;
   p->data.erase(0, p->pos);
@@ -203,36 +204,31 @@ std::string checkedPath(Interp& in, const std::string& path, const char* who) {
 
 Value openInputFile(Interp& in, const std::string& path, bool binary) {
   checkedPath(in, path, "open-input-file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throwError("file-error", "cannot open " + path + ": " + std::strerror(errno), listFromArray(nullptr, 0));
-  std::stringstream ss;
-  ss << f.rdbuf();
+  std::string text = readWholeFile(path, "open-input-file");
   auto* impl = new PortImpl();
   impl->input = true;
   impl->binary = binary;
-  impl->data = ss.str();
+  impl->data = std::move(text);
   return makePort(impl);
 }
 
 Value openOutputFile(Interp& in, const std::string& path, bool binary, bool append) {
   checkedPath(in, path, "open-output-file");
-  auto* impl = new PortImpl();
+  auto impl = std::make_unique<PortImpl>();
   impl->output = true;
   impl->binary = binary;
-  impl->path = path;
   if (append) {
+    struct stat sb;
+    if (stat(path.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode))
+      throwError("file-error", "cannot open " + path + " for writing: it is a directory");
     impl->file = std::fopen(path.c_str(), "ab");
+    if (!impl->file) throwError("file-error", "cannot open " + path + " for writing: " + std::strerror(errno));
+    impl->ownsFile = true;
   } else {
-    impl->tempPath = path + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(impl) & 0xffffff);
-    impl->file = std::fopen(impl->tempPath.c_str(), "wb");
+    impl->atomic = std::make_unique<AtomicFile>(path, "open-output-file");
+    impl->file = impl->atomic->stream();
   }
-  if (!impl->file) {
-    int err = errno;
-    delete impl;
-    throwError("file-error", "cannot open " + path + " for writing: " + std::strerror(err));
-  }
-  impl->ownsFile = true;
-  return makePort(impl);
+  return makePort(impl.release());
 }
 
 // Runs thunk with the current output port (or input port) rebound.

@@ -1,6 +1,7 @@
 // The process and the interpreter itself: command line, exit, environment, time, the
 // collector, tensor memory, help.
 #include "builtins/builtins.hpp"
+#include "builtins/core/special_forms.hpp"
 #include "interp/gc.hpp"
 #include "interp/interp_state.hpp"
 #include "interp/node.hpp"
@@ -17,9 +18,7 @@ extern char** environ;
 namespace purple {
 
 namespace {
-void requireProcess(Interp& in, const char* who) {
-  if (!in.limits.allowProcess) throwError("error", std::string(who) + ": process access is disabled in this interpreter");
-}
+void requireProcess(Interp&, const char* who) { requireProcessAccess(who); }
 void requireEnvironment(Interp& in, const char* who) {
   if (!in.limits.allowEnvironment) throwError("error", std::string(who) + ": environment access is disabled in this interpreter");
 }
@@ -34,7 +33,11 @@ std::string helpText(Interp& in, Value name) {
   Value sym = isString(name) ? intern(stringView(name)) : name;
   if (!isSymbol(sym)) return "help: give a name, as in (help 'tensor-matmul)";
   GlobalCell* cell = in.findGlobal(sym);
-  if (!cell || cell->value.isUnbound()) return std::string(symbolName(sym)) + ": not defined";
+  if (!cell || cell->value.isUnbound()) {
+    if (const SpecialFormDoc* d = findSpecialFormDoc(symbolName(sym)))
+      return std::string(d->usage) + "  [special form]\n  " + d->doc;
+    return std::string(symbolName(sym)) + ": not defined";
+  }
   Value v = cell->value;
   std::string out;
   if (v.is(Kind::Primitive)) {
@@ -135,7 +138,10 @@ void registerSystem(Registry& r) {
                      entry("collections", g.collections)};
     return listFromArray(items, sizeof items / sizeof items[0]);
   }, "An alist of memory facts: live tensors and their bytes, collections, heap size.");
-  r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) { setTensorCollectThreshold(b); },
+  r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) {
+    requireProcessAccess("set-tensor-gc-threshold!");
+    setTensorCollectThreshold(b);
+  },
         "Sets how many bytes of new tensor storage trigger a collection (default 64 MB).");
   r.def("tensor-free!", "(tensor)", [](Value t) {
     if (!isTensor(t)) throwTypeError("tensor-free!", 1, "a tensor", t);
@@ -197,6 +203,16 @@ void registerSystem(Registry& r) {
     }
     return listFromArray(items, 4);
   }, "Internal: (kind family signature doc) of the global NAME, or #f; used by the reference generator.");
+  r.def("%special-forms", "()", []() {
+    size_t n = 0;
+    const SpecialFormDoc* docs = specialFormDocs(&n);
+    Value l = Value::nil();
+    for (size_t i = n; i-- > 0;) {
+      Value entry[3] = {intern(docs[i].name), makeString(docs[i].usage), makeString(docs[i].doc)};
+      l = cons(listFromArray(entry, 3), l);
+    }
+    return l;
+  }, "Internal: (name usage doc) of every special form, for the reference generator.");
   r.def("%set-documentation!", "(name doc)", [](Interp& in, Value name, std::string doc) {
     in.globalCell(name)->doc = makeString(doc);
   }, "Internal: attaches DOC to the global NAME (used for prelude syntax).");

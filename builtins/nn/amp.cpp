@@ -18,6 +18,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/version.h>
 #include "builtins/nn/optim.hpp"
+#include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"
 #include "builtins/tensor/util.hpp"
@@ -371,7 +372,9 @@ void registerAmp(Registry& r) {
           OptimizerObj* o = optimizerArg(optV, "grad-scaler-step!", 2);
           if (o->optKind == "lbfgs") throwError("value-error", "grad-scaler-step!: lbfgs needs a closure, which a grad scaler does not support");
           if (!s.enabled) {
+            beforeOptimizerStep(o);
             o->opt->step();
+            afterOptimizerStep(o);
             if (o->autoZeroGrad) clearGrads(*o->opt);
             return true;
           }
@@ -385,7 +388,11 @@ void registerAmp(Registry& r) {
             throwError("value-error", "grad-scaler-step!: no inf checks were recorded for this optimizer (no parameter has a gradient)");
           }
           bool skip = s.foundInfIn(st2);
-          if (!skip) o->opt->step();
+          if (!skip) {
+            beforeOptimizerStep(o);
+            o->opt->step();
+            afterOptimizerStep(o);
+          }
           st2.stage = Stage::Stepped;
           if (o->autoZeroGrad) clearGrads(*o->opt);
           return !skip;

@@ -27,6 +27,39 @@ at::Tensor sameDtype(const at::Tensor& target, const at::Tensor& input) {
   return target;
 }
 
+std::string shapeOf(const at::Tensor& t) {
+  std::string s = "(";
+  for (int64_t k = 0; k < t.dim(); k++) s += (k ? ", " : "") + std::to_string(t.size(k));
+  return s + (t.dim() == 1 ? ",)" : ")");
+}
+
+void sameShape(const at::Tensor& a, const at::Tensor& b, const char* who, const char* what) {
+  if (a.sizes() != b.sizes())
+    throwError("value-error", std::string(who) + ": " + what + " must have the same shape, got " + shapeOf(a) + " and " + shapeOf(b));
+}
+
+at::Tensor reduce(const at::Tensor& loss, int64_t reduction) {
+  if (reduction == at::Reduction::Mean) return loss.mean();
+  if (reduction == at::Reduction::Sum) return loss.sum();
+  return loss;
+}
+
+// Lengths for ctc-loss: a list of integers or an integer tensor, as a CPU int64 tensor.
+at::Tensor lengthsOf(Value v, const char* who, int i) {
+  if (isTensor(v)) {
+    const at::Tensor& t = tensorArg(v, who, i);
+    if (t.is_floating_point()) throwError("type-error", std::string(who) + ": lengths must be integers");
+    return t.to(at::kLong);
+  }
+  std::vector<int64_t> l;
+  if (!isList(v)) throwTypeError(who, i, "a list of integers or an integer tensor", v);
+  for (Value p = v; isPair(p); p = cdr(p)) {
+    if (!car(p).isFixnum()) throwTypeError(who, i, "a list of integers or an integer tensor", v);
+    l.push_back(car(p).fixnum());
+  }
+  return at::tensor(l, at::kLong);
+}
+
 }  // namespace
 
 void registerLosses(Registry& r) {
@@ -87,6 +120,123 @@ void registerLosses(Registry& r) {
         "Kullback-Leibler divergence with INPUT as log-probabilities and TARGET as probabilities (log-probabilities "
         "with :log-target #t) (torch.nn.functional.kl_div). :reduction also takes \"batchmean\" (sum / batch size, "
         "the mathematically correct mean).");
+
+  // ---- embedding and ranking losses ----
+  r.def("cosine-embedding-loss", "(input1 input2 target :key (margin 0.0) reduction)",
+        [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& y, double margin, OptS red) {
+          sameShape(a, b, "cosine-embedding-loss", "input1 and input2");
+          return at::cosine_embedding_loss(a, b, sameDtype(y, a), margin, reductionArg(red, "cosine-embedding-loss"));
+        },
+        "Cosine embedding loss (torch.nn.functional.cosine_embedding_loss): for each pair of rows of INPUT1 and INPUT2 "
+        "(N, D), 1 - cos when TARGET is 1 and max(0, cos - :margin) when it is -1.");
+  r.def("margin-ranking-loss", "(input1 input2 target :key (margin 0.0) reduction)",
+        [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& y, double margin, OptS red) {
+          return at::margin_ranking_loss(a, b, sameDtype(y, a), margin, reductionArg(red, "margin-ranking-loss"));
+        },
+        "Margin ranking loss (torch.nn.functional.margin_ranking_loss): max(0, -TARGET (INPUT1 - INPUT2) + :margin), "
+        "TARGET being 1 where INPUT1 should rank higher and -1 where INPUT2 should.");
+  r.def("triplet-margin-loss", "(anchor positive negative :key (margin 1.0) (p 2.0) (eps 1e-6) (swap #f) reduction)",
+        [](const at::Tensor& a, const at::Tensor& pos, const at::Tensor& neg, double margin, double p, double eps, bool swap,
+           OptS red) {
+          return at::triplet_margin_loss(a, pos, neg, margin, p, eps, swap, reductionArg(red, "triplet-margin-loss"));
+        },
+        "Triplet margin loss (torch.nn.functional.triplet_margin_loss): max(d(ANCHOR, POSITIVE) - d(ANCHOR, NEGATIVE) "
+        "+ :margin, 0) with the :p-norm distance (plus :eps); :swap #t uses the distance from POSITIVE to NEGATIVE "
+        "when it is smaller.");
+  r.def("hinge-embedding-loss", "(input target :key (margin 1.0) reduction)",
+        [](const at::Tensor& x, const at::Tensor& y, double margin, OptS red) {
+          return at::hinge_embedding_loss(x, sameDtype(y, x), margin, reductionArg(red, "hinge-embedding-loss"));
+        },
+        "Hinge embedding loss (torch.nn.functional.hinge_embedding_loss): INPUT where TARGET is 1, max(0, :margin - "
+        "INPUT) where it is -1.");
+  r.def("soft-margin-loss", "(input target :key reduction)",
+        [](const at::Tensor& x, const at::Tensor& y, OptS red) {
+          return at::soft_margin_loss(x, sameDtype(y, x), reductionArg(red, "soft-margin-loss"));
+        },
+        "Two-class logistic loss log(1 + exp(-TARGET INPUT)) with TARGET in {1, -1} (torch.nn.functional.soft_margin_loss).");
+  r.def("multi-margin-loss", "(input target :key (p 1) (margin 1.0) weight reduction)",
+        [](const at::Tensor& x, const at::Tensor& y, int64_t p, double margin, OptT w, OptS red) {
+          if (p != 1 && p != 2) throwError("value-error", "multi-margin-loss: :p must be 1 or 2, got " + std::to_string(p));
+          return at::multi_margin_loss(x, classTarget(y), p, margin, optT(w), reductionArg(red, "multi-margin-loss"));
+        },
+        "Multi-class hinge loss (torch.nn.functional.multi_margin_loss) of scores INPUT (N, C) against class indices "
+        "TARGET (N): the mean over classes i of max(0, :margin - x[y] + x[i])^:p.");
+  r.def("multilabel-margin-loss", "(input target :key reduction)",
+        [](const at::Tensor& x, const at::Tensor& y, OptS red) {
+          return at::multilabel_margin_loss(x, classTarget(y), reductionArg(red, "multilabel-margin-loss"));
+        },
+        "Multi-label hinge loss (torch.nn.functional.multilabel_margin_loss): TARGET (N, C) lists each sample's class "
+        "indices, ended by -1.");
+  r.def("multilabel-soft-margin-loss", "(input target :key weight reduction)",
+        [](const at::Tensor& x, const at::Tensor& y0, OptT w, OptS red) {
+          at::Tensor y = sameDtype(y0, x);
+          at::Tensor loss = -(y * at::log_sigmoid(x) + (1 - y) * at::log_sigmoid(-x));
+          if (w) loss = loss * *w;
+          int64_t classDim = x.dim() - 1;
+          loss = loss.sum(classDim) / x.size(classDim);
+          return reduce(loss, reductionArg(red, "multilabel-soft-margin-loss"));
+        },
+        "Multi-label one-versus-all logistic loss (torch.nn.functional.multilabel_soft_margin_loss) of logits INPUT "
+        "(N, C) against 0/1 TARGET (N, C), averaged over classes; :weight per class.");
+
+  // ---- likelihood losses ----
+  r.def("poisson-nll-loss", "(input target :key (log-input #t) (full #f) (eps 1e-8) reduction)",
+        [](const at::Tensor& x, const at::Tensor& y, bool logInput, bool full, double eps, OptS red) {
+          return at::poisson_nll_loss(x, sameDtype(y, x), logInput, full, eps, reductionArg(red, "poisson-nll-loss"));
+        },
+        "Negative log-likelihood of TARGET under a Poisson distribution (torch.nn.functional.poisson_nll_loss): "
+        "exp(INPUT) - TARGET INPUT with :log-input #t (INPUT is the log rate), else INPUT - TARGET log(INPUT + :eps); "
+        ":full #t adds Stirling's approximation of log(TARGET!).");
+  r.def("gaussian-nll-loss", "(input target var :key (full #f) (eps 1e-6) reduction)",
+        [](const at::Tensor& x, const at::Tensor& y, const at::Tensor& var0, bool full, double eps, OptS red) {
+          const char* who = "gaussian-nll-loss";
+          int64_t reduction = reductionArg(red, who);
+          at::Tensor var = var0;
+          // torch.nn.functional.gaussian_nll_loss's shape rules: VAR like INPUT, or one dimension short, or
+          // with a last dimension of 1 (one variance shared by a sample's outputs).
+          if (var.sizes() != x.sizes()) {
+            auto lead = x.sizes().slice(0, size_t(std::max<int64_t>(x.dim() - 1, 0)));
+            if (x.dim() >= 1 && var.sizes() == lead) var = var.unsqueeze(-1);
+            else if (x.dim() >= 1 && var.dim() == x.dim() && var.sizes().slice(0, size_t(var.dim() - 1)) == lead && var.size(-1) == 1) {
+            } else {
+              throwError("value-error", std::string(who) + ": var must have the shape of input " + shapeOf(x) +
+                                            ", or that shape without its last dimension or with a last dimension of 1; got " +
+                                            shapeOf(var));
+            }
+          }
+          if ((var < 0).any().item<bool>()) throwError("value-error", std::string(who) + ": var has negative entries");
+          var = var.clone();
+          {
+            at::NoGradGuard noGrad;   // clamped for stability, but the gradient flows as if it were not
+            var.clamp_min_(eps);
+          }
+          at::Tensor loss = 0.5 * (at::log(var) + (x - sameDtype(y, x)).pow(2) / var);
+          if (full) loss = loss + 0.5 * std::log(2 * M_PI);
+          return reduce(loss, reduction);
+        },
+        "Negative log-likelihood of TARGET under Gaussians with means INPUT and variances VAR "
+        "(torch.nn.functional.gaussian_nll_loss): 0.5 (log(max(VAR, :eps)) + (INPUT - TARGET)^2 / max(VAR, :eps)), "
+        "plus 0.5 log(2 pi) with :full #t. VAR has INPUT's shape, or lacks its last dimension or has size 1 there "
+        "(one variance per sample).");
+  r.def("ctc-loss",
+        "(log-probs targets input-lengths target-lengths :key (blank 0) reduction (zero-infinity #f))",
+        [](const at::Tensor& lp, const at::Tensor& targets, Value inLengths, Value tgtLengths, int64_t blank, OptS red,
+           bool zeroInf) {
+          const char* who = "ctc-loss";
+          if (lp.dim() != 3 && lp.dim() != 2)
+            throwError("value-error", std::string(who) + ": log-probs must be (T, N, C) or unbatched (T, C), got " + shapeOf(lp));
+          if (targets.is_floating_point()) throwError("type-error", std::string(who) + ": targets must be an integer tensor");
+          at::Tensor il = lengthsOf(inLengths, who, 3), tl = lengthsOf(tgtLengths, who, 4);
+          int64_t c = lp.size(-1);
+          if (blank < 0 || blank >= c)
+            throwError("value-error", std::string(who) + ": blank " + std::to_string(blank) + " is not a class index (C = " + std::to_string(c) + ")");
+          return at::ctc_loss(lp, targets.to(at::kLong), il, tl, blank, reductionArg(red, who), zeroInf);
+        },
+        "Connectionist temporal classification loss (torch.nn.functional.ctc_loss): the negative log-likelihood of "
+        "the label sequences TARGETS under per-step class LOG-PROBS (T, N, C) (from log-softmax), summed over every "
+        "alignment. TARGETS is (N, S) padded or all target sequences concatenated; INPUT-LENGTHS and TARGET-LENGTHS "
+        "(lists or tensors) give each sample's lengths. :blank is the blank class; \"mean\" divides each loss by its "
+        "target length before averaging over the batch; :zero-infinity #t zeroes impossible alignments' infinite losses.");
 }
 
 }  // namespace purple

@@ -1,5 +1,5 @@
-// Optimizers (LibTorch's torch::optim classes), the current optimizer, gradient clipping, and
-// optimizer state for checkpoints. Learning-rate schedulers are in schedulers.cpp.
+// Optimizers (LibTorch's torch::optim classes), the current optimizer, gradient clipping.
+// Learning-rate schedulers: schedulers.cpp. Optimizer state dicts: optim_state.cpp.
 //
 // optimizer-step steps, then (unless the optimizer was made with :auto-zero-grad #f) clears
 // the gradients of its parameters. So the seed loop `(backward loss) (optimizer-step)` trains
@@ -8,8 +8,8 @@
 // :auto-zero-grad #f to keep gradients after the step (PyTorch's behaviour), e.g. to inspect them.
 #include <torch/optim.h>
 #include <torch/nn/utils/clip_grad.h>
-#include <torch/serialize.h>
 #include "builtins/nn/optim.hpp"
+#include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
 #include "interp/gc.hpp"
@@ -208,21 +208,6 @@ Value optionsAlist(const torch::optim::OptimizerOptions& o) {
   return r;
 }
 
-std::string serializeOptimizer(const Optimizer& opt) {
-  torch::serialize::OutputArchive ar;
-  opt.save(ar);
-  std::ostringstream s;
-  ar.save_to(s);
-  return s.str();
-}
-
-void deserializeOptimizer(Optimizer& opt, const std::string& bytes) {
-  torch::serialize::InputArchive ar;
-  std::istringstream s(bytes);
-  ar.load_from(s);
-  opt.load(ar);
-}
-
 }  // namespace
 
 void registerOptim(Registry& r) {
@@ -292,6 +277,7 @@ void registerOptim(Registry& r) {
           OptPtr opt = o->opt;
           bool autoZero = o->autoZeroGrad;
           Value result = Value::unspecified();
+          beforeOptimizerStep(o);
           if (!closure.isMissing() && !closure.isFalse()) {
             if (!isProcedure(closure)) throwTypeError("optimizer-step", 2, "a procedure (the closure)", closure);
             Root proc(closure);
@@ -308,6 +294,7 @@ void registerOptim(Registry& r) {
             if (o->optKind == "lbfgs") throwError("value-error", "optimizer-step: lbfgs needs a closure that recomputes the loss");
             opt->step();
           }
+          afterOptimizerStep(o);
           if (autoZero) zeroGrads(*opt, true);
           return result;
         },
@@ -348,45 +335,6 @@ void registerOptim(Registry& r) {
           setCurrentOptimizer(in, opt);
         },
         "Makes OPT (or #f for none) the current optimizer. with-optimizer does this for a dynamic extent.");
-
-  r.def("optimizer-state-dict", "(opt)",
-        [](Value opt) {
-          std::string bytes = serializeOptimizer(*optimizerArg(opt, "optimizer-state-dict", 1)->opt);
-          Value bv = makeBytevector(bytes.size());
-          std::memcpy(bv.as<Bytevector>()->bytes, bytes.data(), bytes.size());
-          return bv;
-        },
-        "OPT's state (hyper-parameters per group and per-parameter buffers such as Adam's moments) as a bytevector "
-        "in LibTorch's archive format, for load-optimizer-state-dict!.");
-  r.def("load-optimizer-state-dict!", "(opt state)",
-        [](Value opt, Value state) {
-          OptimizerObj* o = optimizerArg(opt, "load-optimizer-state-dict!", 1);
-          if (!state.is(Kind::Bytevector)) throwTypeError("load-optimizer-state-dict!", 2, "a bytevector from optimizer-state-dict", state);
-          auto* bv = state.as<Bytevector>();
-          deserializeOptimizer(*o->opt, std::string(reinterpret_cast<const char*>(bv->bytes), bv->extra));
-          return opt;
-        },
-        "Restores OPT's state from a bytevector made by optimizer-state-dict for an optimizer of the same kind over "
-        "parameters of the same shapes, in the same order. Returns OPT.");
-  r.def("save-optimizer-state", "(opt path)",
-        [](Value opt, std::string path) {
-          std::string bytes = serializeOptimizer(*optimizerArg(opt, "save-optimizer-state", 1)->opt);
-          writeFileAtomically(path, bytes.data(), bytes.size(), "save-optimizer-state");
-        },
-        "Writes OPT's state to PATH atomically (a temporary file, then a rename), for resuming training with "
-        "load-optimizer-state!.");
-  r.def("load-optimizer-state!", "(opt path)",
-        [](Value opt, std::string path) {
-          OptimizerObj* o = optimizerArg(opt, "load-optimizer-state!", 1);
-          requireFileAccess("load-optimizer-state!");
-          std::ifstream f(path, std::ios::binary);
-          if (!f) throwError("file-error", "load-optimizer-state!: cannot open " + path, cons(makeString(path), Value::nil()));
-          std::stringstream s;
-          s << f.rdbuf();
-          deserializeOptimizer(*o->opt, s.str());
-          return opt;
-        },
-        "Restores OPT's state from a file written by save-optimizer-state. Returns OPT.");
 
   // ---- gradient clipping ----
   r.def("clip-grad-norm!", "(params max-norm :key (norm-type 2.0) (error-if-nonfinite #f))",

@@ -9,6 +9,7 @@
 // counter is a float32 scalar tensor, and NAdam's mu_product too, as in PyTorch: NAdam's update
 // depends on mu_product's float32 rounding.
 #include "builtins/nn/optim.hpp"
+#include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
 #include <c10/util/StringUtil.h>
@@ -383,9 +384,79 @@ void checkNonNegative(double x, const char* who, const char* what) {
   if (!(x >= 0)) throwError("value-error", std::string(who) + ": " + what + " must be non-negative");
 }
 
+
+// ---- state dicts in Python 1.13's layout (optim_state.hpp) ---------------------------------------
+
+// One entry of NamedTensorState under Python's key. Counters ("step", NAdam's "mu_product") stay
+// float32 scalars whatever the parameter's dtype; Adadelta's step is a Python int in its state
+// dict. Other buffers follow their parameter's dtype and device, as Python's load_state_dict does.
+enum class Entry { Buffer, FloatCounter, IntCounter };
+
+StateField namedEntry(std::string name, Entry kind) {
+  return {name,
+          [name, kind](const OptimizerParamState& s) -> Value {
+            for (auto& e : static_cast<const NamedTensorState&>(s).entries)
+              if (e.first == name && e.second.defined())
+                return kind == Entry::IntCounter ? fieldToValue(int64_t(e.second.item<double>())) : fieldToValue(e.second);
+            return Value::missing();
+          },
+          [name, kind](OptimizerParamState& s, Value v, const at::Tensor& param, const std::string& who) {
+            at::Tensor& t = static_cast<NamedTensorState&>(s)[name];
+            if (kind == Entry::Buffer) {
+              fieldFromValue(v, t, FieldContext{who, name, &param});
+              return;
+            }
+            double d;
+            fieldFromValue(v, d, FieldContext{who, name, nullptr});
+            t = scalarState(d);
+          }};
+}
+
+template <class Options, class Ref>
+GroupField opt(const char* name, Ref ref) { return option<Options>(name, ref); }
+#define PURPLE_OPT(Options, key, member) opt<Options>(key, [](auto& o) -> auto& { return o.member(); })
+
+void registerStateLayouts() {
+  Value none = Value::unspecified();
+  auto makeState = [] { return std::make_unique<NamedTensorState>(); };
+  // Python 1.13 has no decoupled_weight_decay; PyTorch 2 writes it, and 1.13 ignores the key.
+  registerOptimizerLayout({"nadam",
+                           {PURPLE_OPT(NAdamOptions, "lr", lr), PURPLE_OPT(NAdamOptions, "betas", betas),
+                            PURPLE_OPT(NAdamOptions, "eps", eps), PURPLE_OPT(NAdamOptions, "weight_decay", weight_decay),
+                            PURPLE_OPT(NAdamOptions, "momentum_decay", momentum_decay), fixedOption("foreach", none),
+                            PURPLE_OPT(NAdamOptions, "decoupled_weight_decay", decoupled_weight_decay)},
+                           {namedEntry("step", Entry::FloatCounter), namedEntry("mu_product", Entry::FloatCounter),
+                            namedEntry("exp_avg", Entry::Buffer), namedEntry("exp_avg_sq", Entry::Buffer)},
+                           makeState});
+  registerOptimizerLayout({"radam",
+                           {PURPLE_OPT(RAdamOptions, "lr", lr), PURPLE_OPT(RAdamOptions, "betas", betas),
+                            PURPLE_OPT(RAdamOptions, "eps", eps), PURPLE_OPT(RAdamOptions, "weight_decay", weight_decay),
+                            fixedOption("foreach", none),
+                            PURPLE_OPT(RAdamOptions, "decoupled_weight_decay", decoupled_weight_decay)},
+                           {namedEntry("step", Entry::FloatCounter), namedEntry("exp_avg", Entry::Buffer),
+                            namedEntry("exp_avg_sq", Entry::Buffer)},
+                           makeState});
+  registerOptimizerLayout({"adamax",
+                           {PURPLE_OPT(AdamaxOptions, "lr", lr), PURPLE_OPT(AdamaxOptions, "betas", betas),
+                            PURPLE_OPT(AdamaxOptions, "eps", eps), PURPLE_OPT(AdamaxOptions, "weight_decay", weight_decay),
+                            fixedOption("foreach", none), PURPLE_OPT(AdamaxOptions, "maximize", maximize)},
+                           {namedEntry("step", Entry::FloatCounter), namedEntry("exp_avg", Entry::Buffer),
+                            namedEntry("exp_inf", Entry::Buffer)},
+                           makeState});
+  registerOptimizerLayout({"adadelta",
+                           {PURPLE_OPT(AdadeltaOptions, "lr", lr), PURPLE_OPT(AdadeltaOptions, "rho", rho),
+                            PURPLE_OPT(AdadeltaOptions, "eps", eps), PURPLE_OPT(AdadeltaOptions, "weight_decay", weight_decay),
+                            PURPLE_OPT(AdadeltaOptions, "maximize", maximize), fixedOption("foreach", none)},
+                           {namedEntry("step", Entry::IntCounter), namedEntry("square_avg", Entry::Buffer),
+                            namedEntry("acc_delta", Entry::Buffer)},
+                           makeState});
+}
+#undef PURPLE_OPT
+
 }  // namespace
 
 void registerOptimizers(Registry& r) {
+  registerStateLayouts();
   r.def("nadam",
         "(params :key (lr 2e-3) (betas '(0.9 0.999)) (eps 1e-8) (weight-decay 0.0) (momentum-decay 4e-3) "
         "(decoupled-weight-decay #f) (auto-zero-grad #t))",

@@ -13,6 +13,8 @@
 // torch::optim::Optimizer, so files that only pass modules around do not pay for <torch/nn.h>.
 #pragma once
 #include "interp/bind.hpp"
+#include "interp/file_io.hpp"   // writeFileAtomically, for the state-dict and checkpoint writers
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +40,8 @@ struct OptimizerObj : Object {
   std::shared_ptr<std::vector<double>> initialLrs;
 };
 
+struct ModuleHooks;   // hooks.cpp
+
 // How a module runs. Built-in layers and Purple modules implement it; `callModule` finds it.
 class ModuleForward {
  public:
@@ -48,8 +52,10 @@ class ModuleForward {
   // cell per intermediate result; only called when hasTensorForward() is true.
   virtual bool hasTensorForward() const { return false; }
   virtual at::Tensor tensorForward(const at::Tensor& x);
-  // The short type name: "Linear", "Sequential", the name given to define-module ...
+  // The short type name, PyTorch's: "Linear", "Sequential", the name given to define-module ...
   virtual std::string typeName() const = 0;
+  // Forward pre-hooks and forward hooks (hooks.cpp); null until one is registered.
+  std::shared_ptr<ModuleHooks> hooks;
 };
 
 // ---- module values -------------------------------------------------------------------------------
@@ -58,9 +64,22 @@ Value wrapModule(std::shared_ptr<torch::nn::Module> m);
 bool isModule(Value v);
 // The module inside V, or a type error naming `who` and the (1-based) argument position.
 const std::shared_ptr<torch::nn::Module>& moduleArg(Value v, std::string_view who, int argIndex);
-// Runs the module's forward on Purple arguments; LibTorch errors become Purple errors naming the
-// module's type.
+// Runs the module's forward on Purple arguments, with its hooks. LibTorch errors become Purple
+// errors naming the module's type, and an error inside a submodule's forward names the
+// submodule's path from the outermost module called ("in module encoder.layers.0.linear1
+// (Linear): ...").
 Value callModule(Interp& in, const std::shared_ptr<torch::nn::Module>& m, const Value* argv, int argc);
+// The same for a submodule called from a parent's C++ forward with one tensor (sequential,
+// transformer layers): the tensor fast path when the module has one and no hooks.
+at::Tensor callModuleTensor(const std::shared_ptr<torch::nn::Module>& m, const at::Tensor& x);
+// Runs BODY as the forward of module M (a submodule a parent's C++ forward calls directly, when
+// M has no hooks): an error inside it names M's path, as callModule does.
+at::Tensor runModuleBody(torch::nn::Module& m, const std::function<at::Tensor()>& body);
+// True when module M has forward hooks or pre-hooks registered (they must see every call).
+bool moduleHasHooks(const torch::nn::Module& m);
+// Runs F's forward with M's hooks around it (hooks.cpp); callModule calls it when M has hooks.
+Value forwardWithHooks(Interp& in, const std::shared_ptr<torch::nn::Module>& m, ModuleForward& f,
+                       const Value* argv, int argc);
 // The short type name of any module ("Linear", a define-module name, or LibTorch's name).
 std::string moduleTypeName(const torch::nn::Module& m);
 
@@ -122,7 +141,5 @@ void loadModuleStateDict(torch::nn::Module& m, const std::vector<std::pair<std::
 // A state dict given as Purple data: an alist or a hash table of name -> tensor.
 std::vector<std::pair<std::string, at::Tensor>> stateDictFromValue(Value v, std::string_view who);
 Value stateDictToValue(const std::vector<std::pair<std::string, at::Tensor>>& entries);
-// Atomic file write: writes to PATH.tmp-PID then renames over PATH.
-void writeFileAtomically(const std::string& path, const char* data, size_t size, std::string_view who);
 
 }  // namespace purple

@@ -5,6 +5,9 @@
 #include "builtins/tensor/random.hpp"
 #include "builtins/builtins.hpp"
 #include "interp/tensor_value.hpp"
+#include "interp/gc.hpp"
+#include "interp/interp.hpp"
+#include <ATen/Dispatch.h>
 #include <cmath>
 #include <vector>
 
@@ -119,7 +122,11 @@ Value nested(const T* data, at::IntArrayRef sizes, at::IntArrayRef strides, size
   int64_t n = sizes[dim];
   auto item = [&](int64_t k) -> Value {
     const T* p = data + k * strides[dim];
-    return dim + 1 == sizes.size() ? make(*p) : nested(p, sizes, strides, dim + 1, vectors, make);
+    if (dim + 1 == sizes.size()) {
+      pollEvery(uint64_t(k));
+      return make(*p);
+    }
+    return nested(p, sizes, strides, dim + 1, vectors, make);
   };
   if (vectors) {
     Value vec = makeVector(size_t(n), Value::f());
@@ -186,22 +193,28 @@ Value tensorToNested(const at::Tensor& t0, bool vectors, std::string_view who) {
     throwError("tensor-error", std::string(who) + ": complex tensors have no Purple numbers; use tensor-real "
                                "and tensor-imag first");
   if (t.is_sparse()) t = t.to_dense();
-  if (at::isFloatingType(t.scalar_type())) t = t.to(at::kCPU, at::kDouble);
-  else if (t.scalar_type() == at::kBool) t = t.to(at::kCPU);
-  else t = t.to(at::kCPU, at::kLong);
-  t = t.contiguous();
+  // Refused up front when the collector's heap limit cannot hold the result (a pair and a
+  // flonum, 48 bytes, per element): the work, and LibTorch's memory, are never spent.
+  size_t heapLimit = gcHeapLimit();
+  if (heapLimit > 0 && uint64_t(t.numel()) > heapLimit / 48)
+    throwError("memory-error", std::string(who) + ": " + std::to_string(t.numel()) +
+                                   " elements would not fit in the heap limit (" + std::to_string(heapLimit) + " bytes)");
+  // In its own dtype on the CPU (no double-precision copy of the whole tensor); each element
+  // is converted as it is boxed.
+  t = t.to(at::kCPU).contiguous();
   if (t.dim() == 0) return scalarToValue(t.item());
   if (t.numel() == 0 && t.dim() == 1) return vectors ? makeVector(0) : Value::nil();
   auto sizes = t.sizes();
   auto strides = t.strides();
-  switch (t.scalar_type()) {
-    case at::kDouble:
-      return nested(t.data_ptr<double>(), sizes, strides, 0, vectors, [](double d) { return makeFlonum(d); });
-    case at::kBool:
-      return nested(t.data_ptr<bool>(), sizes, strides, 0, vectors, [](bool b) { return Value::boolean(b); });
-    default:
-      return nested(t.data_ptr<int64_t>(), sizes, strides, 0, vectors, [](int64_t i) { return makeInteger(i); });
-  }
+  Value result;
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, t.scalar_type(), "tensor->list", [&] {
+    result = nested(t.data_ptr<scalar_t>(), sizes, strides, 0, vectors, [](scalar_t x) {
+      if constexpr (std::is_same_v<scalar_t, bool>) return Value::boolean(x);
+      else if constexpr (std::is_integral_v<scalar_t>) return makeInteger(int64_t(x));
+      else return makeFlonum(double(x));
+    });
+  });
+  return result;
 }
 
 void registerTensorCreation(Registry& r) {
@@ -357,7 +370,10 @@ void registerTensorCreation(Registry& r) {
 
   // ---- random ----
   r.def("manual-seed", "(seed)",
-        [](int64_t seed) { at::manual_seed(uint64_t(seed)); },
+        [](int64_t seed) {
+          requireProcessAccess("manual-seed");
+          at::manual_seed(uint64_t(seed));
+        },
         "Seeds every random number generator (CPU and all CUDA devices), as torch.manual_seed does: "
         "after (manual-seed 0), tensor-randn gives the same numbers as PyTorch after torch.manual_seed(0).");
   r.def("tensor-bernoulli", "(x :key p generator)",
@@ -402,6 +418,22 @@ void registerTensorCreation(Registry& r) {
           return intsToList(x.sizes());
         },
         "The size of X along DIM (negative counts from the end), or its shape as a list.");
+  r.def("tensor-stride", "(x :optional dim)",
+        [](const at::Tensor& x, std::optional<int64_t> dim) -> Value {
+          if (dim) return makeInteger(x.stride(*dim));
+          return intsToList(x.strides());
+        },
+        "The stride of X along DIM (elements to step in storage), or all strides as a list (torch.Tensor.stride).");
+  r.def("tensor-storage-offset", "(x)", [](const at::Tensor& x) { return int64_t(x.storage_offset()); },
+        "The offset of X's first element in its storage, in elements (torch.Tensor.storage_offset).");
+  r.def("tensor-shares-storage?", "(a b)",
+        [](const at::Tensor& a, const at::Tensor& b) {
+          return a.has_storage() && b.has_storage() && a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
+        },
+        "True when tensors A and B are views of one storage (writing to one can change the other).");
+  r.def("tensor-view-as-real", "(x)", [](const at::Tensor& x) { return at::view_as_real(x); },
+        "A complex tensor X seen as real numbers: a view with a last dimension of 2 (real, imaginary) "
+        "(torch.view_as_real).");
   r.def("tensor-ndim", "(x)", [](const at::Tensor& x) { return int64_t(x.dim()); },
         "The number of dimensions of X.");
   r.def("tensor-numel", "(x)", [](const at::Tensor& x) { return int64_t(x.numel()); },
@@ -412,6 +444,9 @@ void registerTensorCreation(Registry& r) {
         "The device of X as a string: \"cpu\", \"cuda:0\" ...");
   r.def("tensor-element-size", "(x)", [](const at::Tensor& x) { return int64_t(x.element_size()); },
         "The size of one element of X in bytes.");
+  r.def("tensor-data-ptr", "(x)", [](const at::Tensor& x) { return int64_t(reinterpret_cast<intptr_t>(x.data_ptr())); },
+        "The address of X's first element, as an integer: two tensors sharing memory from the same element have "
+        "the same one (Tensor.data_ptr() in PyTorch).");
   r.def("tensor-floating-point?", "(x)", [](const at::Tensor& x) { return x.is_floating_point(); },
         "#t when X has a floating-point dtype.");
   r.def("tensor-contiguous?", "(x)", [](const at::Tensor& x) { return x.is_contiguous(); },

@@ -105,6 +105,7 @@ void registerTensorDevices(Registry& r) {
         "nothing without CUDA. Use it before timing GPU code.");
   r.def("set-num-threads!", "(n)",
         [](int64_t n) {
+          requireProcessAccess("set-num-threads!");
           if (n < 1) throwError("tensor-error", "set-num-threads!: the thread count must be at least 1",
                                 cons(makeInteger(n), Value::nil()));
           at::set_num_threads(int(n));
@@ -113,12 +114,16 @@ void registerTensorDevices(Registry& r) {
   r.def("get-num-threads", "()", []() { return int64_t(at::get_num_threads()); },
         "The number of threads LibTorch uses for intra-op parallelism on the CPU.");
   r.def("set-flush-denormal!", "(on)",
-        [](bool on) { return at::globalContext().setFlushDenormal(on); },
+        [](bool on) {
+          requireProcessAccess("set-flush-denormal!");
+          return at::globalContext().setFlushDenormal(on);
+        },
         "Turns flushing of subnormal floats to zero on the CPU on (#t) or off (#f); subnormal "
         "arithmetic can be ~80x slower (e.g. Adam late in training). Returns #t when the CPU "
         "supports it (SSE3), #f otherwise.");
   r.def("set-default-dtype!", "(dtype)",
         [](at::ScalarType t) {
+          requireProcessAccess("set-default-dtype!");
           if (!at::isFloatingType(t))
             throwError("tensor-error", "set-default-dtype!: the default dtype must be a floating-point type");
           c10::set_default_dtype(c10::scalarTypeToTypeMeta(t));

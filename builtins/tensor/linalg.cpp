@@ -108,6 +108,49 @@ void registerTensorLinalg(Registry& r) {
         [](const at::Tensor& a, bool upper) { return at::linalg_cholesky(a, upper); },
         "The Cholesky factor L of the symmetric positive-definite A, A = L L^T (with :upper #t, "
         "U such that A = U^T U).");
+
+  // ---- products with an added term (BLAS's beta C + alpha A B) ----
+  r.def("tensor-addmm", "(input mat1 mat2 :key (beta 1) (alpha 1))",
+        [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, at::Scalar beta, at::Scalar alpha) {
+          return at::addmm(c, a, b, beta, alpha);
+        },
+        "BETA INPUT + ALPHA (MAT1 @ MAT2) for matrices MAT1 (n, m) and MAT2 (m, p); INPUT broadcasts to (n, p) "
+        "(torch.addmm).");
+  r.def("tensor-addmv", "(input mat vec :key (beta 1) (alpha 1))",
+        [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& v, at::Scalar beta, at::Scalar alpha) {
+          return at::addmv(c, a, v, beta, alpha);
+        },
+        "BETA INPUT + ALPHA (MAT @ VEC) for a matrix (n, m) and a vector (m) (torch.addmv).");
+  r.def("tensor-baddbmm", "(input batch1 batch2 :key (beta 1) (alpha 1))",
+        [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, at::Scalar beta, at::Scalar alpha) {
+          return at::baddbmm(c, a, b, beta, alpha);
+        },
+        "BETA INPUT + ALPHA (BATCH1 @ BATCH2), batch by batch, for BATCH1 (b, n, m) and BATCH2 (b, m, p); INPUT "
+        "broadcasts to (b, n, p) (torch.baddbmm).");
+  r.def("tensor-addbmm", "(input batch1 batch2 :key (beta 1) (alpha 1))",
+        [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, at::Scalar beta, at::Scalar alpha) {
+          return at::addbmm(c, a, b, beta, alpha);
+        },
+        "BETA INPUT + ALPHA (sum over the batch of BATCH1[i] @ BATCH2[i]) (torch.addbmm).");
+  r.def("tensor-cdist", "(x1 x2 :key (p 2.0) compute-mode)",
+        [](const at::Tensor& a, const at::Tensor& b, double p, std::optional<std::string> mode) {
+          if (a.dim() < 2 || b.dim() < 2 || a.size(-1) != b.size(-1))
+            throwError("value-error", "tensor-cdist: x1 and x2 must be (..., P, M) and (..., R, M) with the same M");
+          if (p < 0) throwError("value-error", "tensor-cdist: p must be non-negative");
+          c10::optional<int64_t> m;
+          if (mode) {
+            std::string s = *mode;
+            for (char& ch : s) ch = ch == '-' ? '_' : ch;
+            if (s == "use_mm_for_euclid_dist_if_necessary") m = 0;
+            else if (s == "use_mm_for_euclid_dist") m = 1;
+            else if (s == "donot_use_mm_for_euclid_dist") m = 2;
+            else throwError("value-error", "tensor-cdist: :compute-mode must be \"use_mm_for_euclid_dist_if_necessary\", "
+                                           "\"use_mm_for_euclid_dist\" or \"donot_use_mm_for_euclid_dist\", got \"" + *mode + "\"");
+          }
+          return at::cdist(a, b, p, m);
+        },
+        "The :p-norm distances between each row of X1 (..., P, M) and each row of X2 (..., R, M): a (..., P, R) tensor "
+        "(torch.cdist). :compute-mode chooses whether Euclidean distances use a matrix product, as in PyTorch.");
 }
 
 }  // namespace purple

@@ -452,6 +452,20 @@ void registerTensorMath(Registry& r) {
         },
         "Fills X with normal random numbers (:mean, :std) and returns X.");
 #undef PURPLE_UNARY
+  r.def("tensor-nan-to-num", "(x :key (nan 0.0) posinf neginf)",
+        [](const at::Tensor& x, double nan, std::optional<double> posinf, std::optional<double> neginf) {
+          return at::nan_to_num(x, nan, copt(posinf), copt(neginf));
+        },
+        "X with NaN replaced by :nan (0.0), +inf by :posinf and -inf by :neginf (by default the largest and smallest "
+        "finite values of X's dtype) (torch.nan_to_num).");
+  r.def("tensor-diff", "(x :key (n 1) (dim -1) prepend append)",
+        [](const at::Tensor& x, int64_t n, int64_t dim, std::optional<at::Tensor> prepend, std::optional<at::Tensor> append) {
+          if (x.dim() == 0) throwError("value-error", "tensor-diff: X must have at least one dimension");
+          if (n < 0) throwError("value-error", "tensor-diff: :n must be non-negative, got " + std::to_string(n));
+          return at::diff(x, n, dim, copt(prepend), copt(append));
+        },
+        "The N-th forward differences of X along :dim (the last by default): x[i+1] - x[i], N times "
+        "(torch.diff). :prepend and :append tensors are joined to X along :dim first.");
 #undef PURPLE_BINARY
 #undef PURPLE_INPLACE_BIN
 #undef PURPLE_INPLACE_UN

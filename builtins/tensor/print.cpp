@@ -251,6 +251,7 @@ Value tensorFromLiteral(Value nestedVectors) {
 void registerTensorPrint(Registry& r) {
   r.def("tensor-set-print-options!", "(:key precision threshold edgeitems)",
         [](std::optional<int64_t> precision, std::optional<int64_t> threshold, std::optional<int64_t> edge) {
+          requireProcessAccess("tensor-set-print-options!");
           if (precision) {
             if (*precision < 0 || *precision > 17)
               throwError("tensor-error", "tensor-set-print-options!: :precision must be 0 .. 17");

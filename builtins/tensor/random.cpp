@@ -79,7 +79,10 @@ void registerRandom(Registry& r) {
         "so that their draws do not depend on, or disturb, the global random state.");
   r.def("generator?", "(x)", [](Value x) { return isGenerator(x); }, "True when X is a random-number generator.");
   r.def("default-generator", "(:optional device)",
-        [](std::optional<at::Device> device) { return wrapGenerator(defaultGenerator(device ? *device : cpuDevice())); },
+        [](std::optional<at::Device> device) {
+          requireProcessAccess("default-generator");   // the process's own, shared with the host
+          return wrapGenerator(defaultGenerator(device ? *device : cpuDevice()));
+        },
         "LibTorch's default generator for DEVICE (default CPU): the one random builtins use when no "
         ":generator is given and that manual-seed seeds (torch.default_generator).");
   r.def("generator-manual-seed!", "(g seed)",
@@ -136,6 +139,7 @@ void registerRandom(Registry& r) {
         "with set-rng-state! so a resumed run draws the same random numbers.");
   r.def("set-rng-state!", "(state :optional device)",
         [](const at::Tensor& state, std::optional<at::Device> device) {
+          requireProcessAccess("set-rng-state!");
           if (state.scalar_type() != at::kByte)
             throwError("type-error", "set-rng-state!: the state must be a uint8 tensor from get-rng-state");
           at::Generator g = defaultGenerator(device ? *device : cpuDevice());

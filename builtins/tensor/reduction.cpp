@@ -204,6 +204,43 @@ void registerTensorReduction(Registry& r) {
         [](const at::Tensor& x, Dims dim, bool keepPos, bool keepdim) {
           keepdim = keepdim || keepPos; return at::logsumexp(x, dim.dims, keepdim); },
         "log(sum(e^X)) along DIM (an integer or a list), computed stably.");
+
+  r.def("tensor-bincount", "(x :key weights (minlength 0))",
+        [](const at::Tensor& x, std::optional<at::Tensor> w, int64_t minlength) {
+          if (x.dim() != 1 || x.is_floating_point() || x.scalar_type() == at::kBool)
+            throwError("value-error", "tensor-bincount: X must be a 1-d tensor of non-negative integers");
+          if (minlength < 0) throwError("value-error", "tensor-bincount: :minlength must be non-negative");
+          if (x.numel() > 0 && x.min().item<int64_t>() < 0)
+            throwError("value-error", "tensor-bincount: X must not hold negative values");
+          return at::bincount(x, copt(w), minlength);
+        },
+        "How many times each value 0, 1, ... max(X) occurs in the 1-d integer tensor X (torch.bincount); at least "
+        ":minlength bins. With :weights (X's shape), each occurrence adds its weight instead of 1.");
+  auto quantile = [](const char* who, bool nan) {
+    return [who, nan](const at::Tensor& x, Value q, std::optional<int64_t> dim, bool keepdim, std::optional<std::string> interp) {
+      std::string mode = interp ? *interp : "linear";
+      if (mode != "linear" && mode != "lower" && mode != "higher" && mode != "midpoint" && mode != "nearest")
+        throwError("value-error", std::string(who) + ": :interpolation must be \"linear\", \"lower\", \"higher\", \"midpoint\" or \"nearest\", got \"" + mode + "\"");
+      if (!x.is_floating_point()) throwError("type-error", std::string(who) + ": X must be a float32 or float64 tensor");
+      c10::optional<int64_t> d = copt(dim);
+      if (isNumber(q)) {
+        double v = numberToScalar(q, who, 2).toDouble();
+        if (!(v >= 0 && v <= 1)) throwError("value-error", std::string(who) + ": q must be in [0, 1]");
+        return nan ? at::nanquantile(x, v, d, keepdim, mode) : at::quantile(x, v, d, keepdim, mode);
+      }
+      at::Tensor qt = isTensor(q) ? tensorOf(q) : tensorFromData(q, x.scalar_type(), who);
+      qt = qt.to(x.scalar_type());
+      if (qt.numel() > 0 && ((qt < 0).any().item<bool>() || (qt > 1).any().item<bool>()))
+        throwError("value-error", std::string(who) + ": q values must be in [0, 1]");
+      return nan ? at::nanquantile(x, qt, d, keepdim, mode) : at::quantile(x, qt, d, keepdim, mode);
+    };
+  };
+  r.def("tensor-quantile", "(x q :key dim (keepdim #f) interpolation)", quantile("tensor-quantile", false),
+        "The Q-th quantiles of X (torch.quantile): Q is a number in [0, 1] or a list / 1-d tensor of them (a leading "
+        "dimension then indexes them); over all elements, or along :dim. :interpolation between the two nearest "
+        "values: \"linear\" (default), \"lower\", \"higher\", \"midpoint\" or \"nearest\".");
+  r.def("tensor-nanquantile", "(x q :key dim (keepdim #f) interpolation)", quantile("tensor-nanquantile", true),
+        "tensor-quantile ignoring NaN values (torch.nanquantile).");
 }
 
 }  // namespace purple

@@ -141,6 +141,40 @@ void registerTensorShape(Registry& r) {
           return at::narrow(x, dim, start, length);
         },
         "A view of X holding LENGTH entries from START along DIM: (tensor-narrow x 0 0 10).");
+
+  r.def("tensor-repeat-interleave", "(x repeats :key dim output-size)",
+        [](const at::Tensor& x, Value repeats, std::optional<int64_t> dim, std::optional<int64_t> outputSize) {
+          c10::optional<int64_t> d = copt(dim);
+          if (repeats.isFixnum()) {
+            if (repeats.fixnum() < 0) throwError("value-error", "tensor-repeat-interleave: repeats must be non-negative");
+            return at::repeat_interleave(x, repeats.fixnum(), d, copt(outputSize));
+          }
+          at::Tensor r = isTensor(repeats) ? tensorOf(repeats) : tensorFromData(repeats, at::kLong, "tensor-repeat-interleave");
+          if (r.is_floating_point()) throwError("type-error", "tensor-repeat-interleave: repeats must be integers");
+          return at::repeat_interleave(x, r.to(at::kLong), d, copt(outputSize));
+        },
+        "X with each element repeated REPEATS times (torch.repeat_interleave): REPEATS is an integer or one count per "
+        "element along :dim (a list or a tensor). Without :dim X is flattened first. (tensor-repeat-interleave #[1 2] "
+        "2) is #[1 1 2 2].");
+  r.def("tensor-meshgrid", "(. tensors :key (indexing \"ij\"))",
+        [](RestArgs rest, std::string indexing) {
+          if (indexing != "ij" && indexing != "xy")
+            throwError("value-error", "tensor-meshgrid: :indexing must be \"ij\" or \"xy\", got \"" + indexing + "\"");
+          std::vector<at::Tensor> ts;
+          auto add = [&](Value v) {
+            if (!isTensor(v)) throwTypeError("tensor-meshgrid", int(ts.size()) + 1, "a tensor", v);
+            ts.push_back(tensorOf(v));
+          };
+          Value l = rest.list;
+          if (isPair(l) && cdr(l).isNil() && (isPair(car(l)) || car(l).isNil())) l = car(l);   // one list of tensors
+          for (Value p = l; isPair(p); p = cdr(p)) add(car(p));
+          for (auto& t : ts)
+            if (t.dim() > 1) throwError("value-error", "tensor-meshgrid: every tensor must be 0-d or 1-d");
+          return at::meshgrid(ts, indexing);
+        },
+        "Coordinate grids from 1-d TENSORS (given as arguments or one list) (torch.meshgrid): a list of tensors, each "
+        "of shape (n1, n2, ...), the k-th varying along dimension k with :indexing \"ij\" (the default) or swapping "
+        "the first two dimensions with \"xy\" (Cartesian, as NumPy).");
 }
 
 }  // namespace purple

@@ -169,7 +169,7 @@ class Exit : public Error {
 
 struct Limits {
   bool allowFiles = true;           // open-*-file, load, include, import, save/load of state ...
-  bool allowProcess = true;         // exit, emergency-exit, command-line
+  bool allowProcess = true;         // exit, command-line, stdin, process-wide settings (docs/embedding.md)
   bool allowEnvironment = true;     // get-environment-variable(s)
   int64_t maxSteps = 0;             // procedure calls per API call (eval/load/call); 0: unlimited
   double maxSeconds = 0;            // wall-clock seconds per API call; 0: unlimited
@@ -184,6 +184,8 @@ struct Limits {
   }
 };
 
+// Receives what Purple writes to a port; an empty string means the port was flushed
+// (flush-output, or the end of an API call's output), so a host that buffers can pass it on.
 using OutputCallback = std::function<void(std::string_view)>;
 
 struct Options {
@@ -245,6 +247,20 @@ struct Completions {
   std::vector<std::string> matches;   // sorted, without duplicates
   std::size_t begin = 0, end = 0;
 };
+
+// ---- front ends: rich display --------------------------------------------------------------
+
+// One representation of a value for display (prelude/38-display.purple, docs/jupyter.md).
+struct Representation {
+  std::string mimeType;       // "text/plain", "text/html", "text/markdown", "image/png", "image/svg+xml" ...
+  std::string data;           // the text, or the bytes of a binary format
+  bool binary = false;        // data are bytes (a bytevector in Purple: image/png ...)
+  int width = 0, height = 0;  // the size to show a picture at, in pixels; 0: its own
+};
+using MimeBundle = std::vector<Representation>;
+// What (show x) calls: the representations, the display's id ("" or the :id given) and whether
+// this replaces the display with that id.
+using DisplayHandler = std::function<void(const MimeBundle& bundle, const std::string& displayId, bool update)>;
 
 // ---- conversions (internal) ---------------------------------------------------------------
 
@@ -642,6 +658,13 @@ class Interpreter {
   // The text (help 'NAME) prints: signature and docstring; std::nullopt when NAME is not bound
   // and is no special form.
   std::optional<std::string> documentation(std::string_view name);
+  // The representations of `v` by Purple's display protocol (define-representation, tensors as
+  // text and HTML, pictures as PNG ...): what a notebook shows for it. text/plain is always there.
+  MimeBundle represent(const Value& v);
+  // Where (show x) sends representations. `live`: the front end shows each display as it comes
+  // and updates displays in place (a notebook); fit then shows its progress as one display it
+  // updates. Without a handler, show prints the text/plain representation.
+  void setDisplayHandler(DisplayHandler handler, bool live = false);
 
   // Output and input.
   void setOutput(std::ostream& os);
@@ -787,6 +810,9 @@ using embed::Completions;
 using embed::FormSource;
 using embed::InputCheck;
 using embed::InputStatus;
+using embed::DisplayHandler;
+using embed::MimeBundle;
+using embed::Representation;
 using embed::runOnLargeStack;
 using embed::TensorCensus;
 using embed::versionLine;

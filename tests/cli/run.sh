@@ -54,5 +54,8 @@ check "piped REPL goes on after an error" "$([ "$out" = 42 ]; echo $?)" "got '$o
 out=$(printf '(exit 7)' > "$tmp/exit.purple"; "$purple" "$tmp/exit.purple"; echo $?)
 check "exit code" "$([ "$out" = 7 ]; echo $?)" "got '$out'"
 
+"$purple" "$tmp" > /dev/null 2> "$tmp/err"; status=$?
+check "a directory as the script is an error" "$([ $status = 1 ] && grep -q "directory" "$tmp/err"; echo $?)" "status $status: $(cat "$tmp/err")"
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

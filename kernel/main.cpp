@@ -1,0 +1,66 @@
+// `purple-kernel -f CONNECTION_FILE`: the Jupyter kernel, started by Jupyter from the kernelspec
+// that `purple --install-kernel` writes. xeus (Debian's 2.4, with its own ZeroMQ server) speaks
+// the protocol; Purple runs on the main thread switched to a big stack, as in the `purple`
+// command, so deep recursion ends in Purple's depth limit.
+//
+// Interrupts: Jupyter sends SIGINT (interrupt_mode "signal"). It is blocked in every thread and
+// received by one that waits for it, so no ZeroMQ poll ever sees EINTR; that thread only asks
+// the interpreter to stop at its next safe point.
+#include "kernel/purple_kernel.hpp"
+
+#include <xeus/xhelper.hpp>
+#include <xeus/xkernel.hpp>
+#include <xeus/xkernel_configuration.hpp>
+#include <xeus/xserver_zmq.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <pthread.h>
+#include <thread>
+
+int main(int argc, char* argv[]) {
+  if (xeus::should_print_version(argc, argv)) {
+    std::cout << purple::versionLine() << "\n";
+    return 0;
+  }
+  std::string connectionFile = xeus::extract_filename(argc, argv);
+  if (connectionFile.empty()) {
+    std::cerr << "usage: purple-kernel -f CONNECTION_FILE\n"
+                 "  Jupyter starts it; install the kernelspec with: purple --install-kernel\n";
+    return 2;
+  }
+  sigset_t interrupts;
+  sigemptyset(&interrupts);
+  sigaddset(&interrupts, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);   // before any thread exists: all inherit it
+
+  int status = purple::runOnLargeStack([&] {
+    try {
+      xeus::xconfiguration config = xeus::load_configuration(connectionFile);
+      auto interpreter = std::make_unique<purple::kernel::PurpleKernel>();
+      purple::kernel::PurpleKernel* purpleKernel = interpreter.get();
+      std::thread([interrupts, purpleKernel] {
+        int sig = 0;
+        while (sigwait(&interrupts, &sig) == 0) purpleKernel->interruptIfRunning();
+      }).detach();
+      auto context = xeus::make_context<zmq::context_t>();
+      xeus::xkernel kernel(config, xeus::get_user_name(), std::move(context), std::move(interpreter),
+                           xeus::make_xserver_zmq);
+      kernel.start();   // returns after a shutdown request
+      // The signal thread still refers to the kernel, and LibTorch's ~285 libraries need no
+      // destructors: leave at once.
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(0);
+    } catch (const std::exception& e) {
+      std::cerr << "purple-kernel: " << e.what() << "\n";
+      return 1;
+    }
+    return 0;
+  });
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(status);
+}

@@ -1,0 +1,47 @@
+// The Jupyter kernel's interpreter: each xeus request is answered through Purple's public
+// embedding API (include/purple/purple.hpp) and nothing else.
+#pragma once
+#include "kernel/stream_publisher.hpp"
+#include <purple/purple.hpp>
+
+#include <xeus/xinterpreter.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+namespace purple::kernel {
+
+class PurpleKernel final : public xeus::xinterpreter {
+ public:
+  PurpleKernel();
+  // From the signal thread (SIGINT, Jupyter's "interrupt kernel"): stops the cell that is
+  // running at its next safe point. Ignored between cells.
+  void interruptIfRunning();
+
+ private:
+  void configure_impl() override;
+  nl::json execute_request_impl(int execution_counter, const std::string& code, bool silent, bool store_history,
+                                nl::json user_expressions, bool allow_stdin) override;
+  nl::json complete_request_impl(const std::string& code, int cursor_pos) override;
+  nl::json inspect_request_impl(const std::string& code, int cursor_pos, int detail_level) override;
+  nl::json is_complete_request_impl(const std::string& code) override;
+  nl::json kernel_info_request_impl() override;
+  void shutdown_request_impl() override;
+
+  // The representations of a value for a notebook: a MIME bundle (data) and its metadata.
+  void representation(const Value& v, nl::json& data, nl::json& metadata);
+  // (show x): display_data, or update_display_data for a display shown before with that id.
+  void display(const MimeBundle& bundle, const std::string& displayId, bool update);
+  nl::json evaluateUserExpressions(const nl::json& expressions);
+  void flushStreams();
+
+  std::unique_ptr<Interpreter> interp_;
+  std::atomic<bool> executing_{false};
+  // The running request's output streams, flushed before a display so that output keeps its order.
+  StreamPublisher* stdout_ = nullptr;
+  StreamPublisher* stderr_ = nullptr;
+  bool silent_ = false;
+};
+
+}  // namespace purple::kernel

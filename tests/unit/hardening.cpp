@@ -1,0 +1,162 @@
+// Hardening (issue 11): what an embedding host relies on — no crash, every stop honoured
+// promptly — exercised through the public API.
+#include <purple/purple.hpp>
+
+#include <ATen/ATen.h>
+
+#undef CHECK
+#undef CHECK_EQ
+#undef CHECK_NE
+#undef CHECK_LT
+#undef CHECK_GT
+#undef CHECK_LE
+#undef CHECK_GE
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace {
+
+purple::Error errorOf(purple::Interpreter& interp, const std::string& code) {
+  try {
+    interp.eval(code);
+  } catch (const purple::Error& e) {
+    return e;
+  }
+  FAIL("no error from: " << code);
+  return purple::Error("none", "none");
+}
+
+}  // namespace
+
+TEST_CASE("hardening: define-syntax with a transformer that is not syntax-rules") {
+  purple::Interpreter interp;
+  CHECK(errorOf(interp, "(define-syntax m 5)").kind() == "syntax-error");
+  CHECK(errorOf(interp, "(define-syntax m \"text\")").kind() == "syntax-error");
+  CHECK(errorOf(interp, "(define-syntax m (car '()))").kind() == "type-error");
+  // a procedure is a transformer of the whole form's arguments
+  CHECK(interp.eval("(define-syntax twice (lambda (x) (list 'begin x x))) (define n 0) (twice (set! n (+ n 1))) n")
+            .to<int64_t>() == 2);
+  CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
+}
+
+TEST_CASE("hardening: cyclic code is an error") {
+  purple::Options o;
+  o.limits.maxDepth = 10000;
+  purple::Interpreter interp(o);
+  CHECK(errorOf(interp, "(eval (let ((form (list 'car 1))) (set-car! (cdr form) form) form))").kind() ==
+        "recursion-error");
+  CHECK(errorOf(interp, "(eval (let ((form (list 'begin 1))) (set-cdr! (cdr form) form) form))").kind() ==
+        "syntax-error");
+}
+
+TEST_CASE("hardening: a handler that re-enters its own with-exception-handler") {
+  purple::Options o;
+  o.limits.maxDepth = 5000;
+  purple::Interpreter interp(o);
+  // Used to recurse through Interp::raise until the C++ stack overflowed.
+  purple::Error e = errorOf(interp, "(define (f) (with-exception-handler (lambda (e) 1) f)) (f)");
+  CHECK(e.kind() == "error");
+  CHECK(e.message().find("handler returned") != std::string::npos);
+  CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
+}
+
+TEST_CASE("hardening: thousands of nested handlers that return") {
+  purple::Interpreter interp;
+  // Quadratic before (each secondary error rebuilt the whole backtrace): 4.3 s for 3,000.
+  interp.eval(
+      "(define (nest n) (if (= n 0) (raise 'boom)"
+      "  (with-exception-handler (lambda (e) 1) (lambda () (+ 1 (nest (- n 1)))))))");
+  purple::Error e = errorOf(interp, "(nest 3000)");
+  CHECK(e.message() == "exception handler returned from a non-continuable raise");
+  CHECK(e.irritantStrings() == std::vector<std::string>{"boom"});
+}
+
+TEST_CASE("hardening: an interrupt is noticed at the next primitive call") {
+  purple::Interpreter interp;
+  interp.define("trip!", [&interp]() { interp.interrupt(); });
+  interp.eval("(define reached #f)");
+  // No closure call follows the request: only the primitive call to car can notice it.
+  purple::Error e = errorOf(interp, "(begin (trip!) (car '(1)) (set! reached #t))");
+  CHECK(e.kind() == "interrupt");
+  CHECK(interp.eval("reached").isFalse());
+  // the interrupt was consumed: the interpreter goes on
+  CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
+}
+
+TEST_CASE("hardening: a time budget is noticed at the next primitive call") {
+  purple::Options o;
+  o.limits.maxSeconds = 0.2;
+  purple::Interpreter interp(o);
+  interp.define("nap", []() { std::this_thread::sleep_for(std::chrono::milliseconds(600)); });
+  interp.eval("(define reached #f)");
+  purple::Error e = errorOf(interp, "(begin (nap) (car '(1)) (set! reached #t))");
+  CHECK(e.kind() == "time-limit");
+  CHECK(interp.eval("reached").isFalse());
+  // each outermost call gets a fresh budget
+  CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
+}
+
+TEST_CASE("hardening: a sandbox cannot read the host's stdin or change process-wide settings") {
+  purple::Options o;
+  o.limits = purple::Limits::sandbox();
+  purple::Interpreter interp(o);
+  // no Options::input: the current input port is the process's stdin, which is the host's
+  CHECK(errorOf(interp, "(read-line)").message().find("standard input") != std::string::npos);
+  CHECK(errorOf(interp, "(read)").message().find("standard input") != std::string::npos);
+  for (const char* code : {"(set-tensor-gc-threshold! 1)", "(tensor-set-print-options! :precision 2)",
+                           "(set-num-threads! 1)", "(set-default-dtype! 'float64)", "(manual-seed 1)",
+                           "(set-flush-denormal! #t)", "(set-detect-anomaly! #t)", "(default-generator)",
+                           "(set-rng-state! (get-rng-state))"}) {
+    CAPTURE(code);
+    CHECK(errorOf(interp, code).message().find("process access is disabled") != std::string::npos);
+  }
+  // what stays allowed: a generator of its own, and input the host gives
+  CHECK(interp.eval("(generator? (generator :seed 1))").isTrue());
+  purple::Options withInput = o;
+  withInput.input = std::string("hello\n");
+  purple::Interpreter fed(withInput);
+  CHECK(fed.eval("(read-line)").to<std::string>() == "hello");
+  // a host's own interpreter keeps every setting
+  purple::Interpreter host;
+  CHECK_NOTHROW(host.eval("(tensor-set-print-options! :precision 4)"));
+}
+
+TEST_CASE("hardening: builtins whose work grows with their input honour the budgets") {
+  purple::Options o;
+  o.limits.maxSeconds = 0.3;
+  purple::Interpreter interp(o);
+  // one builtin call, no closure calls: only the builtin's own polling can stop it
+  CHECK(errorOf(interp, "(length (make-list 200000000 0))").kind() == "time-limit");
+  CHECK(errorOf(interp, "(length (iota 200000000))").kind() == "time-limit");
+  // results past the size limit of exact integers are refused before GMP starts (it aborts)
+  CHECK(errorOf(interp, "(expt 7 (expt 10 9))").kind() == "range-error");
+  CHECK(errorOf(interp, "(expt 2 (expt 2 40))").kind() == "range-error");
+  CHECK(errorOf(interp, "(arithmetic-shift 1 (expt 2 40))").kind() == "range-error");
+  {
+    // making the 30-million-character string may itself use up 0.3 s on a loaded machine
+    std::string kind = errorOf(interp, "(string->number (make-string 30000000 #\\7))").kind();
+    CHECK((kind == "range-error" || kind == "time-limit"));
+  }
+  // circular lists end in an error, not a loop no budget can stop
+  for (const char* walk : {"(member 5 c)", "(memq 'x c)", "(memv 5 c)", "(assq 'x a)", "(assoc \"x\" a)",
+                           "(length c)", "(list-copy c)"}) {
+    CAPTURE(walk);
+    std::string code = std::string("(let ((c (list 1 2 3)) (a (list (cons 1 1) (cons 2 2))))"
+                                   "  (set-cdr! (cddr c) c) (set-cdr! (cdr a) a) ") + walk + ")";
+    CHECK(errorOf(interp, code).kind() == "type-error");
+  }
+  CHECK(interp.eval("(let ((c (list 1 2 3))) (set-cdr! (cddr c) c) (car (list-tail c 1000000000000001)))")
+            .to<int64_t>() == 3);
+  CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
+}
+
+TEST_CASE("hardening: tensor->list is refused up front past the heap limit") {
+  purple::setHeapLimit(std::size_t(1) << 30);
+  purple::Interpreter interp;
+  purple::Error e = errorOf(interp, "(tensor->list (tensor-expand (tensor-zeros 1) 1000000000))");
+  purple::setHeapLimit(0);
+  CHECK(e.kind() == "memory-error");
+}
