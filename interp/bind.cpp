@@ -234,12 +234,6 @@ void Registry::inPlaceOnTemporary(std::string_view name, void (*fn)(at::Tensor&)
   v.as<Primitive>()->info->inPlace = fn;
 }
 
-void Registry::inlineInEvaluator(std::string_view name, InlineOp op) {
-  Value v = in_.lookupGlobal(name);
-  if (!v.is(Kind::Primitive)) throw std::logic_error("inlineInEvaluator: " + std::string(name) + " is not a builtin");
-  v.as<Primitive>()->small = uint16_t(op);
-}
-
 // ---- argument binding --------------------------------------------------------------------------
 
 static bool isDeclaredKey(const PrimitiveInfo* info, Value v) {

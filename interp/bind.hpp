@@ -354,9 +354,6 @@ class Registry {
   // when its argument is a fresh intermediate nobody else can see, as in
   // `(tensor-relu (tensor-matmul a b))`: one allocation less, as NumPy elides temporaries.
   void inPlaceOnTemporary(std::string_view name, void (*fn)(at::Tensor&));
-  // Lets the evaluator run builtin NAME inline on the arguments OP covers (fixnums, pairs,
-  // vectors: see InlineOp); the builtin is still called for anything else.
-  void inlineInEvaluator(std::string_view name, InlineOp op);
   Interp& interp() { return in_; }
 
  private:

@@ -2,6 +2,7 @@
 // instead of recursing, so tail calls run in constant C++ stack. Each C++ activation of `eval`
 // owns a small frame buffer: a closure whose frame nobody can capture runs in it, without a
 // heap allocation per call.
+#include "interp/inline_ops.hpp"
 #include "interp/node.hpp"
 #include "interp/interp_state.hpp"
 #include "interp/equality.hpp"
@@ -121,7 +122,7 @@ class ScratchTensors {
 inline Value inlinePrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
 Value inlinePrimitiveOnCalls(Interp& in, AppNode* app, Value fn, Frame* env);
 
-// A call of a builtin with an InlineOp (Primitive::small) and 1 to 3 arguments, none of them a
+// A call of a builtin with an InlineBuiltin (Primitive::small) and 1 to 3 arguments, none of them a
 // call of a tensor builtin: run inline (inlinePrimitive), the builtin called only when that
 // declines. `(< n 2)`, `(car l)`, `(vector-ref v i)`, `(+ (fib (- n 1)) (fib (- n 2)))`.
 inline bool isInlineCall(AppNode* app, Value fn) {
@@ -223,34 +224,34 @@ inline void evalForEffect(Interp& in, Node* n, Frame* env) {
   evalSimple(in, n, env);
 }
 
-// The builtins with an InlineOp (Primitive::small) on the arguments they take most often;
+// The builtins with an InlineBuiltin (Primitive::small) on the arguments they take most often;
 // false means "call the builtin": other types or counts, errors, bignum results.
-inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value* out) {
+inline bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
   if (argc == 2) {
     Value x = argv[0], y = argv[1];
     if (x.isFixnum() && y.isFixnum()) {
       int64_t a = x.fixnum(), b = y.fixnum(), r;
       switch (op) {
-        case InlineOp::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
-        case InlineOp::Sub: *out = makeInteger(a - b); return true;
-        case InlineOp::Mul:
+        case InlineBuiltin::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
+        case InlineBuiltin::Sub: *out = makeInteger(a - b); return true;
+        case InlineBuiltin::Mul:
           if (__builtin_mul_overflow(a, b, &r)) return false;
           *out = makeInteger(r);
           return true;
-        case InlineOp::Lt: *out = Value::boolean(a < b); return true;
-        case InlineOp::Gt: *out = Value::boolean(a > b); return true;
-        case InlineOp::Le: *out = Value::boolean(a <= b); return true;
-        case InlineOp::Ge: *out = Value::boolean(a >= b); return true;
-        case InlineOp::NumEq: *out = Value::boolean(a == b); return true;
-        case InlineOp::Quotient:
+        case InlineBuiltin::Lt: *out = Value::boolean(a < b); return true;
+        case InlineBuiltin::Gt: *out = Value::boolean(a > b); return true;
+        case InlineBuiltin::Le: *out = Value::boolean(a <= b); return true;
+        case InlineBuiltin::Ge: *out = Value::boolean(a >= b); return true;
+        case InlineBuiltin::NumEq: *out = Value::boolean(a == b); return true;
+        case InlineBuiltin::Quotient:
           if (b == 0) return false;
           *out = makeInteger(a / b);   // only fixnum-min / -1 leaves the fixnum range
           return true;
-        case InlineOp::Remainder:
+        case InlineBuiltin::Remainder:
           if (b == 0) return false;
           *out = Value::fixnum(a % b);
           return true;
-        case InlineOp::Modulo:
+        case InlineBuiltin::Modulo:
           if (b == 0) return false;
           r = a % b;
           if (r != 0 && (r < 0) != (b < 0)) r += b;
@@ -260,9 +261,9 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
       }
     }
     switch (op) {
-      case InlineOp::Eq: *out = Value::boolean(x == y); return true;
-      case InlineOp::Cons: *out = cons(x, y); return true;
-      case InlineOp::VectorRef:
+      case InlineBuiltin::Eq: *out = Value::boolean(x == y); return true;
+      case InlineBuiltin::Cons: *out = cons(x, y); return true;
+      case InlineBuiltin::VectorRef:
         if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
         *out = x.as<Vector>()->items[y.fixnum()];
         return true;
@@ -272,37 +273,37 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
   if (argc == 1) {
     Value x = argv[0];
     switch (op) {
-      case InlineOp::Car:
+      case InlineBuiltin::Car:
         if (!x.is(Kind::Pair)) return false;
         *out = car(x);
         return true;
-      case InlineOp::Cdr:
+      case InlineBuiltin::Cdr:
         if (!x.is(Kind::Pair)) return false;
         *out = cdr(x);
         return true;
-      case InlineOp::Cadr:
+      case InlineBuiltin::Cadr:
         if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
         *out = cadr(x);
         return true;
-      case InlineOp::Cddr:
+      case InlineBuiltin::Cddr:
         if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
         *out = cddr(x);
         return true;
-      case InlineOp::VectorLength:
+      case InlineBuiltin::VectorLength:
         if (!x.is(Kind::Vector)) return false;
         *out = Value::fixnum(x.obj()->extra);
         return true;
-      case InlineOp::NullP: *out = Value::boolean(x.isNil()); return true;
-      case InlineOp::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
-      case InlineOp::Not: *out = Value::boolean(x.isFalse()); return true;
-      case InlineOp::ZeroP:
+      case InlineBuiltin::NullP: *out = Value::boolean(x.isNil()); return true;
+      case InlineBuiltin::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
+      case InlineBuiltin::Not: *out = Value::boolean(x.isFalse()); return true;
+      case InlineBuiltin::ZeroP:
         if (!x.isFixnum()) return false;
         *out = Value::boolean(x.fixnum() == 0);
         return true;
       default: return false;
     }
   }
-  if (argc == 3 && op == InlineOp::VectorSet) {
+  if (argc == 3 && op == InlineBuiltin::VectorSet) {
     Value x = argv[0], k = argv[1];
     if (!x.is(Kind::Vector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra) return false;
     x.as<Vector>()->items[k.fixnum()] = argv[2];
@@ -312,7 +313,7 @@ inline bool inlinePrimitive(InlineOp op, uint32_t argc, const Value* argv, Value
   return false;
 }
 
-// A builtin with an InlineOp on what inlinePrimitive declined (generic numbers, tensors, errors),
+// A builtin with an InlineBuiltin on what inlinePrimitive declined (generic numbers, tensors, errors),
 // in its own call record (PrimitiveFrame) and polling for interrupts as every builtin call does.
 __attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc) {
   auto* p = fn.as<Primitive>();
@@ -321,11 +322,11 @@ __attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Valu
   return p->fn(in, argv, int(argc), p->info);
 }
 
-// The evaluated arguments of a builtin with an InlineOp: inline when it can, else the builtin.
+// The evaluated arguments of a builtin with an InlineBuiltin: inline when it can, else the builtin.
 __attribute__((always_inline)) inline Value applyInline(Interp& in, AppNode* app, Value fn, Value* argv,
                                                         uint32_t argc) {
   Value result;
-  if (inlinePrimitive(InlineOp(fn.as<Primitive>()->small), argc, argv, &result)) return result;
+  if (inlinePrimitive(InlineBuiltin(fn.as<Primitive>()->small), argc, argv, &result)) return result;
   return callInlineBuiltin(in, app, fn, argv, argc);
 }
 
@@ -599,7 +600,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   if constexpr (!Unboxed) {
     // Not with cells that die with this call (scratch) or are released after it (fresh).
     Value quick;
-    if (p->small && !(fresh | scratchMask) && inlinePrimitive(InlineOp(p->small), argc, argv, &quick)) return quick;
+    if (p->small && !(fresh | scratchMask) && inlinePrimitive(InlineBuiltin(p->small), argc, argv, &quick)) return quick;
   }
   PrimitiveFrame frame(in, app, fn);
   in.poll();

@@ -164,16 +164,9 @@ struct Primitive : Object {       // flags: see PrimitiveFlags
   PrimFn fn;
   PrimitiveInfo* info;
 };
-// Primitive::small: what the evaluator does inline, without calling the builtin, when the
-// arguments are of the common kind (fixnums, a pair, a vector and an index in range); the
-// builtin is still called for anything else (and its errors), and when the name is rebound.
-enum class InlineOp : uint16_t {
-  None = 0, Add, Sub, Mul, Lt, Gt, Le, Ge, NumEq,              // two fixnums
-  Quotient, Remainder, Modulo,                                  // two fixnums, divisor not 0
-  ZeroP,                                                        // a fixnum
-  Car, Cdr, Cadr, Cddr, NullP, PairP, Not, Eq, Cons,            // any values / pairs
-  VectorRef, VectorSet, VectorLength,                           // a vector (and a fixnum index in range)
-};
+// Primitive::small: arithmetic the evaluator does inline when both arguments are fixnums
+// (the builtin is still called for anything else, and when the name is rebound).
+enum class InlineOp : uint16_t { None = 0, Add, Sub, Mul, Lt, Gt, Le, Ge, NumEq };
 enum PrimitiveFlags : uint8_t {
   kPrimReturnsFresh = 1,          // result, when a tensor, is a new cell nobody else holds
   kPrimBorrowsArgs = 2,           // keeps no reference to its argument cells after returning
