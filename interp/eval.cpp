@@ -11,6 +11,7 @@
 #include "interp/bind.hpp"
 #include "interp/tensor_scope.hpp"
 #include <gc/gc.h>
+#include <atomic>
 
 namespace purple {
 
@@ -174,11 +175,20 @@ inline bool isUnboxedTensorCall(Node* n, Value* fnOut) {
   return true;
 }
 
+// Set once a variable may hold a tensor cell it alone owns (kTensorSoleOwner: evalIntoSlot,
+// adoptOwnedArguments). Until then a frame reused by a tail call holds nothing to release, and
+// releaseDeadFrame is skipped, as in code that never assigns tensors.
+std::atomic<bool> variablesMayOwnTensors{false};
+inline void noteVariableMayOwnTensor() {
+  if (!variablesMayOwnTensors.load(std::memory_order_relaxed)) variablesMayOwnTensors.store(true, std::memory_order_relaxed);
+}
+
 // `set!`/`define` of a variable: a fresh tensor result may reuse the cell the variable alone
 // held; any other value overwriting such a cell frees it.
 inline void evalIntoSlot(Interp& in, Node* n, Frame* env, Value& slot) {
   Value fn;
   if (isUnboxedTensorCall(n, &fn)) {
+    noteVariableMayOwnTensor();
     assignFreshTensor(slot, callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env));
     return;
   }
@@ -396,6 +406,7 @@ void releaseDeadFrame(Frame* f, Value* argv, uint32_t argc, uint32_t& ownedMask)
 
 // The fresh tensors left in stack cells get cells of their own, owned by their parameter.
 void adoptOwnedArguments(Value* argv, uint32_t argc, uint32_t ownedMask) {
+  noteVariableMayOwnTensor();
   for (uint32_t i = 0; i < argc; i++)
     if ((ownedMask >> i) & 1) argv[i] = wrapSoleOwnedTensor(std::move(tensorOf(argv[i])));
 }
@@ -496,7 +507,7 @@ inline Frame* frameForCall(Value fn, char* frameStore, bool& frameStoreLive, Val
   LambdaNode* l = fn.as<Closure>()->code;
   if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, fn.as<Closure>()->env);
   auto* f = reinterpret_cast<Frame*>(frameStore);
-  if (frameStoreLive) releaseDeadFrame(f, argv, argc, ownedMask);
+  if (frameStoreLive && variablesMayOwnTensors.load(std::memory_order_relaxed)) releaseDeadFrame(f, argv, argc, ownedMask);
   frameStoreLive = true;
   f->kind = Kind::Frame;
   f->extra = l->frameSize;
