@@ -149,16 +149,32 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
 }
 
 Value evalCompound(Interp& in, Node* n, Frame* env) {
-  if (n->op() == Op::App) {
-    auto* app = static_cast<AppNode*>(n);
-    if (app->fn->op() == Op::Global) {
-      Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
-      if (fn.is(Kind::Primitive)) {
-        if (isInlineCall(app, fn))
-          return app->appArgMask ? inlinePrimitiveOnCalls(in, app, fn, env) : inlinePrimitiveApp(in, app, fn, env);
-        return callPrimitiveApp(in, app, fn, env);
+  switch (n->op()) {
+    case Op::App: {
+      auto* app = static_cast<AppNode*>(n);
+      if (app->fn->op() == Op::Global) {
+        Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+        if (fn.is(Kind::Primitive)) {
+          if (isInlineCall(app, fn))
+            return app->appArgMask ? inlinePrimitiveOnCalls(in, app, fn, env) : inlinePrimitiveApp(in, app, fn, env);
+          return callPrimitiveApp(in, app, fn, env);
+        }
       }
+      break;
     }
+    // Variables need no eval activation: calls of internal definitions and letrec-bound
+    // procedures name them with these, and a named let's loop when it is not at depth 1.
+    case Op::LocalChecked: {
+      auto* l = static_cast<LocalNode*>(n);
+      Value v = frameAt(env, l->depth)->slots[l->index];
+      if (v.isUnbound()) break;   // the error, from eval as before
+      return shareValue(v);
+    }
+    case Op::LocalN: {
+      auto* l = static_cast<LocalNode*>(n);
+      return shareValue(frameAt(env, l->depth)->slots[l->index]);
+    }
+    default: break;
   }
   return in.eval(n, env);
 }
