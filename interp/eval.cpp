@@ -250,25 +250,36 @@ inline void evalForEffect(Interp& in, Node* n, Frame* env) {
   evalSimple(in, n, env);
 }
 
+// + - * < > <= >= = (InlineBuiltin::Add to NumEq) on two fixnums, when the result needs no
+// bignum product; false means "call the builtin".
+__attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Value x, Value y, Value* out) {
+  if (!x.isFixnum() || !y.isFixnum()) return false;
+  int64_t a = x.fixnum(), b = y.fixnum(), r;
+  switch (op) {
+    case InlineBuiltin::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
+    case InlineBuiltin::Sub: *out = makeInteger(a - b); return true;
+    case InlineBuiltin::Mul:
+      if (__builtin_mul_overflow(a, b, &r)) return false;
+      *out = makeInteger(r);
+      return true;
+    case InlineBuiltin::Lt: *out = Value::boolean(a < b); return true;
+    case InlineBuiltin::Gt: *out = Value::boolean(a > b); return true;
+    case InlineBuiltin::Le: *out = Value::boolean(a <= b); return true;
+    case InlineBuiltin::Ge: *out = Value::boolean(a >= b); return true;
+    case InlineBuiltin::NumEq: *out = Value::boolean(a == b); return true;
+    default: return false;
+  }
+}
+
 // The builtins with an InlineBuiltin (Primitive::small) on the arguments they take most often;
 // false means "call the builtin": other types or counts, errors, bignum results.
-inline bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
+__attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
   if (argc == 2) {
     Value x = argv[0], y = argv[1];
+    if (op <= InlineBuiltin::NumEq) return fixnumArithmetic(op, x, y, out);
     if (x.isFixnum() && y.isFixnum()) {
       int64_t a = x.fixnum(), b = y.fixnum(), r;
       switch (op) {
-        case InlineBuiltin::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
-        case InlineBuiltin::Sub: *out = makeInteger(a - b); return true;
-        case InlineBuiltin::Mul:
-          if (__builtin_mul_overflow(a, b, &r)) return false;
-          *out = makeInteger(r);
-          return true;
-        case InlineBuiltin::Lt: *out = Value::boolean(a < b); return true;
-        case InlineBuiltin::Gt: *out = Value::boolean(a > b); return true;
-        case InlineBuiltin::Le: *out = Value::boolean(a <= b); return true;
-        case InlineBuiltin::Ge: *out = Value::boolean(a >= b); return true;
-        case InlineBuiltin::NumEq: *out = Value::boolean(a == b); return true;
         case InlineBuiltin::Quotient:
           if (b == 0) return false;
           *out = makeInteger(a / b);   // only fixnum-min / -1 leaves the fixnum range
@@ -351,8 +362,13 @@ __attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Valu
 // The evaluated arguments of a builtin with an InlineBuiltin: inline when it can, else the builtin.
 __attribute__((always_inline)) inline Value applyInline(Interp& in, AppNode* app, Value fn, Value* argv,
                                                         uint32_t argc) {
+  auto op = InlineBuiltin(fn.as<Primitive>()->small);
   Value result;
-  if (inlinePrimitive(InlineBuiltin(fn.as<Primitive>()->small), argc, argv, &result)) return result;
+  if (op <= InlineBuiltin::NumEq && argc == 2) {   // the commonest, `(< n 2)`, without a call
+    if (fixnumArithmetic(op, argv[0], argv[1], &result)) return result;
+  } else if (inlinePrimitive(op, argc, argv, &result)) {
+    return result;
+  }
   return callInlineBuiltin(in, app, fn, argv, argc);
 }
 
