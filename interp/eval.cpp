@@ -366,8 +366,11 @@ __attribute__((always_inline)) inline Value applyInline(Interp& in, AppNode* app
   Value result;
   if (op <= InlineBuiltin::NumEq && argc == 2) {   // the commonest, `(< n 2)`, without a call
     if (fixnumArithmetic(op, argv[0], argv[1], &result)) return result;
-  } else if (inlinePrimitive(op, argc, argv, &result)) {
-    return result;
+  } else {
+    // `(car l)` notices an interrupt or a passed deadline as every builtin call does (an
+    // embedder relies on it: tests/unit/hardening.cpp); only fixnum arithmetic never polled.
+    in.poll();
+    if (inlinePrimitive(op, argc, argv, &result)) return result;
   }
   return callInlineBuiltin(in, app, fn, argv, argc);
 }
@@ -643,7 +646,11 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   if constexpr (!Unboxed) {
     // Not with cells that die with this call (scratch) or are released after it (fresh).
     Value quick;
-    if (p->small && !(fresh | scratchMask) && inlinePrimitive(InlineBuiltin(p->small), argc, argv, &quick)) return quick;
+    if (p->small && !(fresh | scratchMask)) {
+      auto op = InlineBuiltin(p->small);
+      if (op > InlineBuiltin::NumEq) in.poll();   // as applyInline
+      if (inlinePrimitive(op, argc, argv, &quick)) return quick;
+    }
   }
   PrimitiveFrame frame(in, app, fn);
   in.poll();
