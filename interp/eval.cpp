@@ -121,6 +121,8 @@ class ScratchTensors {
 
 
 inline Value inlinePrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
+Value inlinePrimitiveCall(Interp& in, AppNode* app, Value fn, Frame* env);
+inline Value inlineArithmeticApp(Interp& in, AppNode* app, Value fn, Frame* env);
 Value inlinePrimitiveOnCalls(Interp& in, AppNode* app, Value fn, Frame* env);
 
 // A call of a builtin with an InlineBuiltin (Primitive::small) and 1 to 3 arguments, none of them a
@@ -148,35 +150,36 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
   }
 }
 
-Value evalCompound(Interp& in, Node* n, Frame* env) {
-  switch (n->op()) {
-    case Op::App: {
-      auto* app = static_cast<AppNode*>(n);
-      if (app->fn->op() == Op::Global) {
-        Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
-        if (fn.is(Kind::Primitive)) {
-          if (isInlineCall(app, fn))
-            return app->appArgMask ? inlinePrimitiveOnCalls(in, app, fn, env) : inlinePrimitiveApp(in, app, fn, env);
-          return callPrimitiveApp(in, app, fn, env);
-        }
-      }
-      break;
-    }
-    // Variables need no eval activation: calls of internal definitions and letrec-bound
-    // procedures name them with these, and a named let's loop when it is not at depth 1.
-    case Op::LocalChecked: {
-      auto* l = static_cast<LocalNode*>(n);
-      Value v = frameAt(env, l->depth)->slots[l->index];
-      if (v.isUnbound()) break;   // the error, from eval as before
-      return shareValue(v);
-    }
-    case Op::LocalN: {
-      auto* l = static_cast<LocalNode*>(n);
-      return shareValue(frameAt(env, l->depth)->slots[l->index]);
-    }
-    default: break;
+// Variables need no eval activation: calls of internal definitions and letrec-bound
+// procedures name them with these, and a named let's loop when it is not at depth 1.
+// Out of line, so that evalCompound keeps a small frame.
+__attribute__((noinline)) Value evalVariableOrEval(Interp& in, Node* n, Frame* env) {
+  if (n->op() == Op::LocalChecked || n->op() == Op::LocalN) {
+    auto* l = static_cast<LocalNode*>(n);
+    Value v = frameAt(env, l->depth)->slots[l->index];
+    if (!v.isUnbound()) return shareValue(v);   // else the error, from eval as before
   }
   return in.eval(n, env);
+}
+
+Value evalCompound(Interp& in, Node* n, Frame* env) {
+  if (n->op() == Op::App) {
+    auto* app = static_cast<AppNode*>(n);
+    if (app->fn->op() == Op::Global) {
+      Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+      if (fn.is(Kind::Primitive)) {
+        if (isInlineCall(app, fn)) {
+          if (app->appArgMask) return inlinePrimitiveOnCalls(in, app, fn, env);
+          // `(< n 2)`, `(- n 1)` here; `(car l)` one call away
+          if (app->argc == 2 && InlineBuiltin(fn.obj()->small) <= InlineBuiltin::NumEq)
+            return inlineArithmeticApp(in, app, fn, env);
+          return inlinePrimitiveCall(in, app, fn, env);
+        }
+        return callPrimitiveApp(in, app, fn, env);
+      }
+    }
+  }
+  return evalVariableOrEval(in, n, env);
 }
 
 // The primitive a call node names, when it is a global bound to a tensor-returning primitive:
@@ -384,6 +387,18 @@ __attribute__((always_inline)) inline Value inlinePrimitiveApp(Interp& in, AppNo
   if (argc > 1) argv[1] = evalSimple(in, app->args[1], env);
   if (argc > 2) argv[2] = evalSimple(in, app->args[2], env);
   return applyInline(in, app, fn, argv, argc);
+}
+
+__attribute__((noinline)) Value inlinePrimitiveCall(Interp& in, AppNode* app, Value fn, Frame* env) {
+  return inlinePrimitiveApp(in, app, fn, env);
+}
+
+// `(< n 2)`: two simple arguments of + - * < > <= >= =.
+__attribute__((always_inline)) inline Value inlineArithmeticApp(Interp& in, AppNode* app, Value fn, Frame* env) {
+  Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
+  Value result;
+  if (fixnumArithmetic(InlineBuiltin(fn.as<Primitive>()->small), argv[0], argv[1], &result)) return result;
+  return callInlineBuiltin(in, app, fn, argv, 2);
 }
 
 // After a builtin that keeps none of its arguments returned `result`: the tensors that calls
