@@ -4,6 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  purple::fuzz::readerInterp();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   purple::fuzz::readAll(std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;

@@ -20,11 +20,16 @@ namespace purple::fuzz {
 
 // The reader on arbitrary bytes: the completeness check, then every datum up to the end or
 // the first read-error.
-inline void readAll(std::string_view text) {
-  // One interpreter for the process: the reader needs the collector, symbols and, for tensor
-  // literals, the tensor builtins.
+// One interpreter for the process: the reader needs the collector, symbols and, for tensor
+// literals, the tensor builtins. Made before fuzzing starts (LLVMFuzzerInitialize), so its cost
+// (the prelude) does not count against the first input's time limit.
+inline Interp* readerInterp() {
   static Interp* interp = new Interp();
-  InterpScope scope(interp);
+  return interp;
+}
+
+inline void readAll(std::string_view text) {
+  InterpScope scope(readerInterp());
   (void)Reader::isComplete(text);
   PositionTable positions;
   Reader reader(text, makeString("<fuzz>"), &positions);
