@@ -28,7 +28,10 @@ struct Watchdog {
       }
       auto first = deadlines.begin();
       if (Clock::now() < first->first) {
-        wake.wait_until(g, first->first);
+        // A copy: wait_until reads the time again after waking, and while it waited (unlocked)
+        // the interpreter may have disarmed, freeing the entry (AddressSanitizer found this).
+        Clock::time_point when = first->first;
+        wake.wait_until(g, when);
         continue;
       }
       // Under the lock, so the interpreter cannot be destroyed meanwhile (it disarms first).

@@ -27,22 +27,6 @@ bool makeDirectories(const std::string& path) {
   return true;
 }
 
-// Written whole or not at all: a temporary file renamed into place.
-bool writeFile(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return false;
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = std::fflush(f) == 0 && ok;
-  ok = fsync(fileno(f)) == 0 && ok;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 void showOnTerminal(const MimeBundle& bundle) {
@@ -56,8 +40,16 @@ void showOnTerminal(const MimeBundle& bundle) {
     std::string dir = figureDirectory();
     std::string path = dir + "/figure-" + std::to_string(getpid()) + "-" + std::to_string(++gFigureCount) +
                        (picture->mimeType == "image/png" ? ".png" : ".svg");
-    if (makeDirectories(dir) && writeFile(path, picture->data)) saved = path;
-    else saved = "(could not write " + path + ": " + std::strerror(errno) + ")";
+    if (!makeDirectories(dir)) {
+      saved = "(could not write " + path + ": " + std::strerror(errno) + ")";
+    } else {
+      try {
+        saveFile(path, picture->data);
+        saved = path;
+      } catch (const Error& e) {
+        saved = "(" + e.message() + ")";
+      }
+    }
   }
   std::string line = text + (saved.empty() ? "" : (text.empty() ? "" : " ") + saved) + "\n";
   std::fwrite(line.data(), 1, line.size(), stdout);

@@ -17,6 +17,8 @@ packages=(
   jupyter-nbconvert
   python3-nbclient jupyter-console tmux libprotobuf-dev protobuf-compiler python3-protobuf
   libplplot-dev plplot-driver-cairo fonts-dejavu-core python3-pil
+  # the saves test (files/atomic-saves) watches each writer's system calls
+  strace
   # the Python bridge and the Python packages its tests drive
   libpython3-dev python3-torchvision python3-sklearn python3-matplotlib
 )

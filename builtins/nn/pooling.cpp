@@ -155,7 +155,7 @@ IntList resolvedSize(const at::Tensor& x, const std::vector<c10::optional<int64_
 
 template <size_t D>
 torch::ExpandingArrayWithOptionalElem<D> optionalArray(const std::vector<c10::optional<int64_t>>& s) {
-  torch::ExpandingArrayWithOptionalElem<D> a(c10::optional<int64_t>(c10::nullopt));
+  torch::ExpandingArrayWithOptionalElem<D> a((c10::optional<int64_t>(c10::nullopt)));   // (( )): clang reads ( ) as a function declaration
   for (size_t k = 0; k < D; k++) (*a)[k] = s[k];
   return a;
 }

@@ -217,6 +217,10 @@ std::string versionLine();
 // keeps its malloc arena (for the main thread, glibc's main arena, the cheapest for LibTorch).
 // Without the mapping (no memory), `body` runs on the thread's own stack.
 int runOnLargeStack(const std::function<int()>& body, std::size_t bytes = std::size_t(1) << 30);
+// Replaces the file at `path` by `bytes` as Purple's own saves do: a crash at any moment leaves
+// the old file or the new one (a temporary beside it, fsync'd, renamed over it, the directory
+// fsync'd), and temporaries that killed writers left are removed. Throws Error ("file-error").
+void saveFile(const std::string& path, std::string_view bytes);
 // A full collection with the finalizers it makes ready, then the tensors still alive: at exit,
 // after the interpreters are gone, both are 0 unless something leaked.
 struct TensorCensus {
@@ -814,6 +818,7 @@ using embed::DisplayHandler;
 using embed::MimeBundle;
 using embed::Representation;
 using embed::runOnLargeStack;
+using embed::saveFile;
 using embed::TensorCensus;
 using embed::versionLine;
 }  // namespace purple

@@ -9,6 +9,9 @@ src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 jobs=${PURPLE_EMBED_TEST_JOBS:-2}
+# The hosts are built with Purple's own compiler: a sanitized libpurple (docs/hardening.md) hands
+# its hosts link options only that compiler knows.
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 
 echo "== cmake --install into $tmp/prefix"
 cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log"
@@ -20,7 +23,7 @@ out=$("$tmp/prefix/bin/purple" -e '(+ 1 2)')
 [ "$out" = 3 ] || { echo "FAIL: installed purple printed '$out'"; exit 1; }
 
 echo "== examples/embed against the installed package"
-cmake -S "$src/examples/embed" -B "$tmp/host" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release > "$tmp/host.log" \
+cmake -S "$src/examples/embed" -B "$tmp/host" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release ${cxx:+-DCMAKE_CXX_COMPILER="$cxx"} > "$tmp/host.log" \
   || { cat "$tmp/host.log"; exit 1; }
 cmake --build "$tmp/host" -j"$jobs" > "$tmp/host-build.log" 2>&1 || { cat "$tmp/host-build.log"; exit 1; }
 "$tmp/host/embed-host"
@@ -47,7 +50,7 @@ awk -v dir="$tmp/doc" '
     echo "target_link_libraries($n PRIVATE Purple::purple)"
   done < "$tmp/doc/list"
 } > "$tmp/doc/CMakeLists.txt"
-cmake -S "$tmp/doc" -B "$tmp/doc/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release > "$tmp/doc.log" \
+cmake -S "$tmp/doc" -B "$tmp/doc/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release ${cxx:+-DCMAKE_CXX_COMPILER="$cxx"} > "$tmp/doc.log" \
   || { cat "$tmp/doc.log"; exit 1; }
 cmake --build "$tmp/doc/build" -j"$jobs" > "$tmp/doc-build.log" 2>&1 || { cat "$tmp/doc-build.log"; exit 1; }
 fail=0
