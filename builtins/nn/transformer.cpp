@@ -236,7 +236,6 @@ struct LayerOptions {
   ModulePtr activationModule;        // a module, registered as the child "activation" (as in Python)
 };
 
-std::string activationName(const LayerOptions& o) { return o.activation.empty() ? "custom" : o.activation; }
 
 LayerOptions layerOptions(int64_t d, int64_t h, int64_t ff, double dropout, Value act, double eps, bool batchFirst,
                           bool normFirst, const std::string& who) {
