@@ -70,6 +70,7 @@ std::vector<double> doubleList(Value v, std::string_view who) {
     if (!v.isFixnum() && !isFlonum(v)) throwTypeError(who, 1, "a real number or a list of them", v);
     return out;
   }
+  if (!isList(v)) throwTypeError(who, 1, "a real number or a list of them", v);   // circular too
   for (Value p = v; isPair(p); p = cdr(p)) {
     Value x = car(p);
     if (x.isFixnum()) out.push_back(double(x.fixnum()));
@@ -422,6 +423,8 @@ Value collateFields(Value samples, size_t nFields, const char* who) {
 // Stacks tensors, turns numbers into a tensor (int64 when all exact integers, else float32),
 // and collates lists field by field. Anything else is returned as a list unchanged.
 Value collate(Value samples, const char* who) {
+  // fields are collated recursively: samples that contain themselves end here
+  if (stackNearlyFull()) throwError("recursion-error", std::string(who) + ": samples nested too deeply (or circular)");
   if (!isList(samples)) throwTypeError(who, 1, "a list of samples", samples);
   if (samples.isNil()) return Value::nil();
   Value first = car(samples);
