@@ -165,6 +165,8 @@ def cases(args, sizes, cxx):
             lim = [str(sizes["mlp"])] if sizes["mlp"] else []
             out += [Case("mlp", "purple", p("train/mlp.purple", t, *lim), rss=True, env=e, suffix=sfx),
                     Case("mlp", "python", py("train/mlp.py", t, "index", *lim), rss=True, env=e, suffix=sfx),
+                    Case("mlp", "python-test", py("train/mlp.py", t, "index+test", *lim), rss=True, env=e,
+                         suffix=sfx),
                     Case("mlp", "python-dataloader", py("train/mlp.py", t, "dataloader", *lim), rss=True, env=e,
                          suffix=sfx)]
         if "cnn" in args.only:
@@ -252,7 +254,7 @@ def run_case(case, env, samples, works, checks, errors):
 
 IMPL_NAMES = {
     "purple": "Purple", "c++": "LibTorch C++", "python": "python3-torch",
-    "python-dataloader": "python3-torch (DataLoader)", "cpython": "CPython 3.11",
+    "python-dataloader": "python3-torch (DataLoader)", "python-test": "python3-torch (test set loaded too)", "cpython": "CPython 3.11",
     "guile-eval": "Guile 3 (interpreted)", "guile": "Guile 3 (compiled)",
 }
 
@@ -260,9 +262,9 @@ IMPL_NAMES = {
 # expanded per thread count (training_rows).
 TRAINING_ROWS = [
     ("mlp-epoch", "Fashion-MNIST MLP epoch, {t} thread(s)", "s", 1,
-     [("python", "1.0", None), ("python-dataloader", None, None)]),
+     [("python", "1.0", None), ("python-test", "1.0", None), ("python-dataloader", None, None)]),
     ("rss", "peak RSS, MLP epoch process, {t} thread(s)", "MB", 1 / 1e6,
-     [("python", "1.0", None), ("python-dataloader", None, None)]),
+     [("python", "1.0", None), ("python-test", "1.0", None), ("python-dataloader", None, None)]),
     ("cnn-step", "small CNN training step (batch 64), {t} thread(s)", "ms", 1e3, [("python", "1.0", None)]),
 ]
 ROWS = [

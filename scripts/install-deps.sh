@@ -14,6 +14,7 @@ packages=(
   libgloo-dev
   # the Jupyter kernel, TensorBoard logs and plots
   xeus-dev nlohmann-json3-dev libzmq3-dev cppzmq-dev python3-jupyter-client python3-nbconvert
+  jupyter-nbconvert
   python3-nbclient jupyter-console tmux libprotobuf-dev protobuf-compiler python3-protobuf
   libplplot-dev plplot-driver-cairo fonts-dejavu-core python3-pil
   # the Python bridge and the Python packages its tests drive

@@ -21,6 +21,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <condition_variable>
+#include <memory>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -496,6 +497,128 @@ Value collate(Value samples, const char* who) {
   return samples;
 }
 
+// ---- collating ahead (datasets written in Purple) ---------------------------------------------
+//
+// A Purple dataset's samples come from Purple procedures, so they are read on the interpreter
+// thread (an interpreter runs on one thread at a time: docs/embedding.md). What default-collate
+// does with them next -- stacking each field's tensors into a batch, and pinning it -- is pure
+// LibTorch: %collate-start plans it on the interpreter thread (at::Tensors only, no Purple value
+// crosses over) and runs the stacking on a background thread, which the loader starts right
+// before it returns the previous batch, so the stacking overlaps the caller's training step.
+
+struct CollateNode {
+  enum Kind { Stack, Ready, Fields } kind = Ready;
+  std::vector<at::Tensor> parts;     // Stack: the samples' tensors
+  at::Tensor tensor;                 // Stack (once run) and Ready: the batch
+  std::vector<CollateNode> fields;   // Fields: one node per field
+};
+
+// Plans default-collate on SAMPLES. False when the interpreter thread must collate them itself:
+// values other than tensors, numbers and lists or vectors of them, tensors that need autograd,
+// or malformed samples (then collate raises its usual error when the batch is delivered).
+bool planCollate(Value samples, CollateNode& node) {
+  if (!isList(samples) || samples.isNil()) return false;
+  Value first = car(samples);
+  if (isTensor(first)) {
+    const at::Tensor& t0 = tensorOf(first);
+    if (!t0.defined()) return false;
+    node.kind = CollateNode::Stack;
+    for (Value p = samples; isPair(p); p = cdr(p)) {
+      if (!isTensor(car(p))) return false;
+      const at::Tensor& t = tensorOf(car(p));
+      if (!t.defined() || t.requires_grad() || t.sizes() != t0.sizes() || t.scalar_type() != t0.scalar_type() ||
+          t.device() != t0.device())
+        return false;
+      node.parts.push_back(t);
+    }
+    return true;
+  }
+  if (isNumber(first) || first.isBool()) {
+    for (Value p = samples; isPair(p); p = cdr(p))
+      if (!car(p).isFixnum() && !isFlonum(car(p)) && !car(p).isBool()) return false;
+    node.kind = CollateNode::Ready;
+    node.tensor = tensorOf(collate(samples, "data-loader"));   // cheap: one tensor of scalars
+    return true;
+  }
+  if (first.is(Kind::Vector)) {
+    Value lists = Value::nil();
+    for (Value p = samples; isPair(p); p = cdr(p)) {
+      if (!car(p).is(Kind::Vector)) return false;
+      auto* vec = car(p).as<Vector>();
+      lists = cons(listFromArray(vec->items, vec->extra), lists);
+    }
+    return planCollate(reverseList(lists), node);
+  }
+  if (isPair(first) && isList(first)) {
+    size_t nFields = listLength(first);
+    std::vector<Value, traceable_allocator<Value>> columns(nFields, Value::nil());
+    for (Value p = samples; isPair(p); p = cdr(p)) {
+      if (!isList(car(p)) || listLength(car(p)) != nFields) return false;
+      size_t k = 0;
+      for (Value q = car(p); isPair(q); q = cdr(q), k++) columns[k] = cons(car(q), columns[k]);
+    }
+    node.kind = CollateNode::Fields;
+    node.fields.resize(nFields);
+    for (size_t k = 0; k < nFields; k++)
+      if (!planCollate(reverseList(columns[k]), node.fields[k])) return false;
+    return true;
+  }
+  return false;
+}
+
+void runCollate(CollateNode& node, bool pin) {
+  switch (node.kind) {
+    case CollateNode::Stack:
+      node.tensor = at::stack(node.parts);
+      node.parts.clear();
+      break;
+    case CollateNode::Ready:
+      break;
+    case CollateNode::Fields:
+      for (CollateNode& f : node.fields) runCollate(f, pin);
+      return;
+  }
+  if (pin) node.tensor = node.tensor.pin_memory();
+}
+
+Value collatedValue(CollateNode& node) {
+  if (node.kind != CollateNode::Fields) return wrapTensor(std::move(node.tensor));
+  Value result = Value::nil();
+  for (size_t k = node.fields.size(); k-- > 0;) result = cons(collatedValue(node.fields[k]), result);
+  return result;
+}
+
+struct CollateJob {
+  CollateNode plan;
+  bool pin = false;
+  bool taken = false;
+  std::string error;
+  std::thread thread;
+  ~CollateJob() {
+    if (thread.joinable()) thread.join();
+  }
+  void start() {
+    thread = std::thread([this] {
+      at::NoGradGuard noGrad;
+      runOpsSerially();
+      try {
+        runCollate(plan, pin);
+      } catch (const c10::Error& e) {
+        error = e.what_without_backtrace();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+  }
+  Value finish() {
+    if (taken) throwError("data-error", "data-loader: this batch was already delivered");
+    if (thread.joinable()) thread.join();
+    taken = true;
+    if (!error.empty()) throwError("data-error", "data-loader: " + error);
+    return collatedValue(plan);
+  }
+};
+
 }  // namespace dataload
 
 using namespace dataload;
@@ -614,6 +737,21 @@ void registerData(Registry& r) {
         "become a tensor (int64 when all are exact integers, bool when all booleans, else "
         "float32); samples that are lists (or vectors) of fields are collated field by field "
         "into a list; anything else is returned as the list of samples.");
+  r.def("%collate-start", "(samples :optional (pin-memory #f))",
+        [](Value samples, bool pin) -> Value {
+          auto job = std::make_unique<CollateJob>();
+          if (!planCollate(samples, job->plan)) return Value::f();
+          job->pin = pin && at::hasCUDA();
+          job->start();
+          return wrapForeign(job.release(), "collate-job");
+        },
+        "Starts default-collate of the list SAMPLES on a background thread (stacking their tensors, "
+        "pinning the batch with PIN-MEMORY when CUDA is there) and returns the job, for "
+        "%collate-finish; #f when the samples hold values only the interpreter thread can collate.");
+  r.def("%collate-finish", "(job)",
+        [](Value jv) { return foreignArg<CollateJob>(jv, "collate-job", "%collate-finish", 1)->finish(); },
+        "Waits for the collate JOB started by %collate-start and returns its batch, as default-collate "
+        "would have; a failure in the background comes back as a data-error.");
   r.def("rename-file", "(old new)",
         [](std::string from, std::string to) {
           requireFileAccess("rename-file");

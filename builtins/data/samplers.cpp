@@ -66,7 +66,8 @@ void registerSamplers(Registry& r) {
         "One pass of a weighted random sampler: NUM-SAMPLES indices drawn with probabilities proportional to "
         "WEIGHTS (torch.multinomial over float64 weights, as WeightedRandomSampler).");
   r.def("%pin-memory", "(x)", [](const at::Tensor& x) { return at::hasCUDA() && !x.is_pinned() ? x.pin_memory() : x; },
-        "X in page-locked memory, for fast asynchronous copies to CUDA (X itself without CUDA).");
+        "X in page-locked (pinned) memory, for fast asynchronous copies to CUDA. Without CUDA (a CPU-only "
+        "LibTorch, or no GPU) pinned memory does not exist: X itself is returned, unchanged.");
   r.def("%subset-random-order", "(indices :optional generator)",
         [](const at::Tensor& indices, OptGen g) {
           at::Tensor ix = indices.to(at::kLong).reshape({-1});

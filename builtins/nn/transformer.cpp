@@ -29,13 +29,127 @@ at::Tensor causalMask(int64_t n, const at::TensorOptions& o) {
 // ---- multi-head attention ---------------------------------------------------------------------
 
 // (m q [k v] :key-padding-mask :need-weights :attn-mask :average-attn-weights :is-causal) ->
-// (output weights-or-#f). LibTorch's layer is sequence-first and batched; :batch-first and
-// unbatched (L, E) input are handled around it, as Python's layer does.
+// (output weights-or-#f). The arithmetic is torch.nn.functional.multi_head_attention_forward's,
+// written here rather than LibTorch 1.13's C++ copy of it, which asserts key and value have the
+// same shape (so kdim != vdim failed) and takes neither 3-D attention masks nor float padding
+// masks. With kdim or vdim different from embed-dim the layer has q_proj_weight, k_proj_weight
+// and v_proj_weight instead of in_proj_weight (LibTorch registers them as Python does), so state
+// dicts move between Purple and Python either way.
 struct MhaLayer : torch::nn::MultiheadAttentionImpl, ModuleForward {
   using torch::nn::MultiheadAttentionImpl::MultiheadAttentionImpl;
   bool batchFirst = false;
   std::string typeName() const override { return "MultiheadAttention"; }
   void pretty_print(std::ostream& s) const override { s << "MultiheadAttention"; }
+
+  // A mask as a float tensor added to the scores: a boolean one is -inf where true.
+  static at::Tensor additiveMask(const at::Tensor& m, const at::TensorOptions& o, const char* what) {
+    if (m.scalar_type() == at::kBool || m.scalar_type() == at::kByte)
+      return at::zeros(m.sizes(), o).masked_fill_(m.to(at::kBool), -std::numeric_limits<double>::infinity());
+    if (!m.is_floating_point())
+      throwError("type-error", "MultiheadAttention: " + std::string(what) + " must be a bool or floating tensor, got " +
+                                   std::string(c10::toString(m.scalar_type())));
+    return m.to(o.dtype());
+  }
+
+  // Sequence-first batched tensors: q (L, N, E), k (S, N, kdim), v (S, N, vdim).
+  std::tuple<at::Tensor, at::Tensor> attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                                               at::Tensor keyPadding, bool needWeights, at::Tensor attnMask,
+                                               bool average, bool unbatched) {
+    const std::string who = "MultiheadAttention";
+    const int64_t L = query.size(0), N = query.size(1), E = query.size(2), S = key.size(0);
+    const int64_t H = options.num_heads(), D = E / H;
+    if (E != options.embed_dim())
+      throwError("value-error", who + ": the query's last dimension must be embed-dim " + std::to_string(options.embed_dim()) +
+                                    ", got shape " + pyTuple(query.sizes()));
+    if (key.size(2) != options.kdim())
+      throwError("value-error", who + ": the key's last dimension must be kdim " + std::to_string(options.kdim()) +
+                                    ", got shape " + pyTuple(key.sizes()));
+    if (value.size(2) != options.vdim())
+      throwError("value-error", who + ": the value's last dimension must be vdim " + std::to_string(options.vdim()) +
+                                    ", got shape " + pyTuple(value.sizes()));
+    if (key.size(0) != value.size(0) || key.size(1) != value.size(1) || key.size(1) != N)
+      throwError("value-error", who + ": query, key and value must agree in batch size and key and value in sequence "
+                                      "length, got shapes " + pyTuple(query.sizes()) + ", " + pyTuple(key.sizes()) + " and " +
+                                      pyTuple(value.sizes()));
+    const auto fo = query.options();
+
+    // in-projection
+    at::Tensor q, k, v;
+    at::Tensor bq, bk, bv;
+    if (in_proj_bias.defined()) {
+      auto b = in_proj_bias.chunk(3);
+      bq = b[0], bk = b[1], bv = b[2];
+    }
+    if (_qkv_same_embed_dim) {
+      if (query.is_same(key) && key.is_same(value)) {
+        auto c = at::linear(query, in_proj_weight, in_proj_bias).chunk(3, -1);
+        q = c[0], k = c[1], v = c[2];
+      } else {
+        auto w = in_proj_weight.chunk(3);
+        q = at::linear(query, w[0], bq), k = at::linear(key, w[1], bk), v = at::linear(value, w[2], bv);
+      }
+    } else {
+      q = at::linear(query, q_proj_weight, bq), k = at::linear(key, k_proj_weight, bk), v = at::linear(value, v_proj_weight, bv);
+    }
+
+    // masks, as one additive (N*H or 1, L, S') float mask
+    if (attnMask.defined()) {
+      attnMask = additiveMask(attnMask, fo, ":attn-mask");
+      if (attnMask.dim() == 2) {
+        if (attnMask.size(0) != L || attnMask.size(1) != S)
+          throwError("value-error", who + ": a 2-D :attn-mask must be (L, S) = " + pyTuple({L, S}) + ", got " +
+                                        pyTuple(attnMask.sizes()));
+        attnMask = attnMask.unsqueeze(0);
+      } else if (attnMask.dim() == 3) {
+        if (attnMask.size(0) != N * H || attnMask.size(1) != L || attnMask.size(2) != S)
+          throwError("value-error", who + ": a 3-D :attn-mask must be (N*num-heads, L, S) = " + pyTuple({N * H, L, S}) +
+                                        ", got " + pyTuple(attnMask.sizes()));
+      } else {
+        throwError("value-error", who + ": :attn-mask must be 2-D (L, S) or 3-D (N*num-heads, L, S), got shape " +
+                                      pyTuple(attnMask.sizes()));
+      }
+    }
+    if (keyPadding.defined()) {
+      keyPadding = additiveMask(keyPadding, fo, ":key-padding-mask");
+      if (keyPadding.dim() != 2 || keyPadding.size(0) != N || keyPadding.size(1) != S)
+        throwError("value-error", who + ": :key-padding-mask must be " +
+                                      (unbatched ? "(S) = " + pyTuple({S}) : "(N, S) = " + pyTuple({N, S})) + ", got " +
+                                      pyTuple(unbatched ? keyPadding.sizes().slice(1) : keyPadding.sizes()));
+    }
+    auto padOne = [](at::Tensor& m) {
+      if (m.defined()) m = at::constant_pad_nd(m, {0, 1});
+    };
+    if (bias_k.defined() && bias_v.defined()) {
+      k = at::cat({k, bias_k.repeat({1, N, 1})});
+      v = at::cat({v, bias_v.repeat({1, N, 1})});
+      padOne(attnMask), padOne(keyPadding);
+    }
+    q = q.contiguous().view({L, N * H, D}).transpose(0, 1);
+    k = k.contiguous().view({k.size(0), N * H, D}).transpose(0, 1);
+    v = v.contiguous().view({v.size(0), N * H, D}).transpose(0, 1);
+    if (options.add_zero_attn()) {
+      k = at::cat({k, at::zeros({N * H, 1, D}, k.options())}, 1);
+      v = at::cat({v, at::zeros({N * H, 1, D}, v.options())}, 1);
+      padOne(attnMask), padOne(keyPadding);
+    }
+    const int64_t S2 = k.size(1);
+    if (keyPadding.defined()) {
+      keyPadding = keyPadding.view({N, 1, 1, S2}).expand({-1, H, -1, -1}).reshape({N * H, 1, S2});
+      attnMask = attnMask.defined() ? attnMask + keyPadding : keyPadding;
+    }
+
+    // attention and out-projection
+    at::Tensor qs = q / std::sqrt(double(D));
+    at::Tensor w = attnMask.defined() ? at::baddbmm(attnMask, qs, k.transpose(-2, -1)) : at::bmm(qs, k.transpose(-2, -1));
+    w = at::softmax(w, -1);
+    if (options.dropout() > 0.0 && is_training()) w = at::dropout(w, options.dropout(), true);
+    at::Tensor out = at::bmm(w, v).transpose(0, 1).contiguous().view({L * N, E});
+    out = at::linear(out, out_proj->weight, out_proj->bias).view({L, N, E});
+    if (!needWeights) return {out, at::Tensor()};
+    w = w.view({N, H, L, S2});
+    if (average) w = w.sum(1) / double(H);
+    return {out, w};
+  }
 
   std::tuple<at::Tensor, at::Tensor> attend(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor keyPadding,
                                             bool needWeights, at::Tensor attnMask, bool average, bool isCausal) {
@@ -46,22 +160,27 @@ struct MhaLayer : torch::nn::MultiheadAttentionImpl, ModuleForward {
     if (k.dim() != q.dim() || v.dim() != q.dim())
       throwError("value-error", who + ": query, key and value must have the same number of dimensions, got " +
                                     pyTuple(q.sizes()) + ", " + pyTuple(k.sizes()) + " and " + pyTuple(v.sizes()));
-    // LibTorch 1.13's C++ attention asserts this (Python's only needs kdim/vdim to match the weights).
-    if (k.sizes() != v.sizes())
-      throwError("value-error", who + ": key and value must have the same shape in this LibTorch (kdim = vdim), got " +
-                                    pyTuple(k.sizes()) + " and " + pyTuple(v.sizes()));
-    // LibTorch 1.13 adds the mask to the scores; Python turns a boolean mask into -inf where true.
-    if (attnMask.defined() && attnMask.scalar_type() == at::kBool)
-      attnMask = at::zeros(attnMask.sizes(), q.options()).masked_fill_(attnMask, -std::numeric_limits<double>::infinity());
     if (isCausal && !attnMask.defined()) attnMask = causalMask(q.size(q.dim() == 3 && batchFirst ? 1 : 0), q.options());
     bool unbatched = q.dim() == 2;
     if (unbatched) {
-      q = q.unsqueeze(1), k = k.unsqueeze(1), v = v.unsqueeze(1);
-      if (keyPadding.defined()) keyPadding = keyPadding.unsqueeze(0);
+      // keep self-attention's shared tensor shared (the fused in-projection)
+      bool kq = k.is_same(q), vk = v.is_same(k);
+      q = q.unsqueeze(1);
+      k = kq ? q : k.unsqueeze(1);
+      v = vk ? k : v.unsqueeze(1);
+      if (keyPadding.defined()) {
+        if (keyPadding.dim() != 1)
+          throwError("value-error", who + ": with unbatched input :key-padding-mask must be 1-D (S), got shape " +
+                                        pyTuple(keyPadding.sizes()));
+        keyPadding = keyPadding.unsqueeze(0);
+      }
     } else if (batchFirst) {
-      q = q.transpose(0, 1), k = k.transpose(0, 1), v = v.transpose(0, 1);
+      bool kq = k.is_same(q), vk = v.is_same(k);
+      q = q.transpose(0, 1);
+      k = kq ? q : k.transpose(0, 1);
+      v = vk ? k : v.transpose(0, 1);
     }
-    auto r = torch::nn::MultiheadAttentionImpl::forward(q, k, v, keyPadding, needWeights, attnMask, average);
+    auto r = attention(q, k, v, keyPadding, needWeights, attnMask, average, unbatched);
     at::Tensor out = std::get<0>(r), w = std::get<1>(r);
     if (unbatched) {
       out = out.squeeze(1);
@@ -535,6 +654,8 @@ void registerTransformers(Registry& r) {
                                           std::to_string(h) + ")");
           torch::nn::MultiheadAttentionOptions o(e, h);
           o.dropout(dropout).bias(bias).add_bias_kv(addBiasKv).add_zero_attn(addZeroAttn);
+          if ((kdim && *kdim <= 0) || (vdim && *vdim <= 0))
+            throwError("value-error", "multihead-attention: kdim and vdim must be positive");
           if (kdim) o.kdim(*kdim);
           if (vdim) o.vdim(*vdim);
           auto m = std::make_shared<MhaLayer>(o);
@@ -545,7 +666,11 @@ void registerTransformers(Registry& r) {
         ":need-weights #t :attn-mask :average-attn-weights #t :is-causal #f) returns (output weights); weights is #f "
         "with :need-weights #f. Inputs are (L, N, E), (N, L, E) with :batch-first #t, or unbatched (L, E). A boolean "
         ":attn-mask or :key-padding-mask is true where attention is NOT allowed (PyTorch's convention); a float mask "
-        "is added to the scores. :is-causal #t with no mask masks out future positions.");
+        "is added to the scores. :attn-mask is (L, S), or (N*num-heads, L, S) for one mask per batch element and head; "
+        ":key-padding-mask is (N, S), or (S) unbatched. :kdim and :vdim (default embed-dim) are the key's and value's "
+        "feature sizes: when either differs from embed-dim the layer projects with separate q_proj_weight, "
+        "k_proj_weight and v_proj_weight (PyTorch's names and shapes) instead of one in_proj_weight. "
+        ":is-causal #t with no mask masks out future positions.");
 
   r.def("transformer-encoder-layer",
         "(d-model nhead :key (dim-feedforward 2048) (dropout 0.1) activation (layer-norm-eps 1e-5) (batch-first #f) "

@@ -97,6 +97,25 @@ emit("mha-kv", flat(a))
 emit("mha-unbatched", flat(det_init(nn.MultiheadAttention(8, 2))(data(5, 4, 8), data(6, 3, 8), data(7, 3, 8))))
 emit("mha-bool-mask", flat(det_init(nn.MultiheadAttention(8, 2))(tgt, tgt, tgt,
                                                                 attn_mask=torch.ones(4, 4, dtype=torch.bool).triu(1))))
+# kdim != vdim: separate q/k/v projection weights (use_separate_proj_weight), with every mask kind
+mha2 = det_init(nn.MultiheadAttention(8, 2, kdim=6, vdim=5))
+key2, val2 = data(8, 5, 2, 6), data(9, 5, 2, 5)
+bool_mask = torch.tensor([[False, True, False, False, True]] * 4)
+o2, w2 = mha2(tgt, key2, val2, key_padding_mask=pad_mask, attn_mask=bool_mask, need_weights=True)
+emit("mha-kdim-vdim", flat((o2, w2)))
+grads("mha-kdim-vdim", mha2, o2)
+emit("mha-kdim-vdim-no-weights", flat(mha2(tgt, key2, val2, need_weights=False)))
+emit("mha-kdim-vdim-float-mask", flat(mha2(tgt, key2, val2, attn_mask=data(10, 4, 5) * 0.5, key_padding_mask=pad_mask)))
+emit("mha-kdim-vdim-3d-mask", flat(mha2(tgt, key2, val2, attn_mask=data(11, 4, 4, 5), average_attn_weights=False)))
+emit("mha-kdim-vdim-unbatched", flat(mha2(data(12, 4, 8), data(13, 5, 6), data(14, 5, 5),
+                                          key_padding_mask=torch.tensor([False, False, True, False, False]))))
+mha3 = det_init(nn.MultiheadAttention(8, 4, kdim=3, vdim=7, bias=False, add_bias_kv=True, add_zero_attn=True,
+                                      batch_first=True))
+o3, w3 = mha3(tgt.transpose(0, 1), data(15, 2, 5, 3), data(16, 2, 5, 7), key_padding_mask=pad_mask)
+emit("mha-kdim-vdim-bias-kv", flat((o3, w3)))
+grads("mha-kdim-vdim-bias-kv", mha3, o3)
+print("shapes-mha: " + " ".join(n + ":" + "x".join(map(str, t.shape)) for n, t in
+                                nn.MultiheadAttention(8, 2, kdim=6, vdim=5).state_dict().items()))
 print("names-mha: " + " ".join(nn.MultiheadAttention(8, 2, kdim=6, vdim=5, add_bias_kv=True).state_dict().keys()))
 
 torch.manual_seed(3)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The example notebook executed by nbconvert with the Purple kernel, on a small subset of the data
+# The example notebook executed by `jupyter nbconvert` (the command users type) with the Purple kernel, on a small subset of the data
 # (PURPLE_NOTEBOOK_QUICK=1): no cell may fail, and the saved notebook must hold the pictures
 # (image/png outputs) and fit's progress display, updated in place to its final state.
 # usage: notebook.sh PURPLE NOTEBOOK
@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 cp "$notebook" "$tmp/notebook.ipynb"
 cd "$tmp"
 JUPYTER_PATH="$tmp/share/jupyter" JUPYTER_RUNTIME_DIR="$tmp/runtime" PURPLE_NOTEBOOK_QUICK=1 \
-  /usr/bin/python3 -m nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 \
+  jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 \
   --output executed.ipynb notebook.ipynb || { echo "FAIL: nbconvert --execute"; exit 1; }
 /usr/bin/python3 - "$tmp/executed.ipynb" <<'PY'
 import base64, sys
