@@ -517,7 +517,8 @@ struct CollateNode {
 // values other than tensors, numbers and lists or vectors of them, tensors that need autograd,
 // or malformed samples (then collate raises its usual error when the batch is delivered).
 bool planCollate(Value samples, CollateNode& node) {
-  if (!isList(samples) || samples.isNil()) return false;
+  // nested too deeply or circular: default-collate on the interpreter thread says so
+  if (!isList(samples) || samples.isNil() || stackNearlyFull()) return false;
   Value first = car(samples);
   if (isTensor(first)) {
     const at::Tensor& t0 = tensorOf(first);
