@@ -700,7 +700,8 @@ struct Analyzer {
     inner.parent = scope;
     inner.lambda = scope->lambda;
     uint32_t slot = newSlot(scope);
-    bind(&inner, name, slot, true);
+    // Unchecked: only the lambda's body sees the name, and it runs after the binding is made.
+    bind(&inner, name, slot, false);
     Value params = listFromArray(names.data(), names.size());
     Node* fn = lambda(params, cdddr(x), &inner, name, x);
     auto* ref = node<LocalNode>(Op::Local0);

@@ -2,6 +2,7 @@
 // instead of recursing, so tail calls run in constant C++ stack. Each C++ activation of `eval`
 // owns a small frame buffer: a closure whose frame nobody can capture runs in it, without a
 // heap allocation per call.
+#include "interp/inline_ops.hpp"
 #include "interp/node.hpp"
 #include "interp/interp_state.hpp"
 #include "interp/equality.hpp"
@@ -10,6 +11,7 @@
 #include "interp/bind.hpp"
 #include "interp/tensor_scope.hpp"
 #include <gc/gc.h>
+#include <atomic>
 
 namespace purple {
 
@@ -118,8 +120,15 @@ class ScratchTensors {
 };
 
 
-inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env);
-Value arithmeticOnCalls(Interp& in, AppNode* app, Value fn, Frame* env);
+inline Value inlinePrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
+Value inlinePrimitiveOnCalls(Interp& in, AppNode* app, Value fn, Frame* env);
+
+// A call of a builtin with an InlineBuiltin (Primitive::small) and 1 to 3 arguments, none of them a
+// call of a tensor builtin: run inline (inlinePrimitive), the builtin called only when that
+// declines. `(< n 2)`, `(car l)`, `(vector-ref v i)`, `(+ (fib (- n 1)) (fib (- n 2)))`.
+inline bool isInlineCall(AppNode* app, Value fn) {
+  return fn.obj()->small && app->argc - 1 < 3 && !app->tensorArgMask;
+}
 Value evalCompound(Interp& in, Node* n, Frame* env);
 
 // Arguments that need no new activation: constants, variables, and calls of primitives
@@ -140,16 +149,32 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
 }
 
 Value evalCompound(Interp& in, Node* n, Frame* env) {
-  if (n->op() == Op::App) {
-    auto* app = static_cast<AppNode*>(n);
-    if (app->fn->op() == Op::Global) {
-      Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
-      if (fn.is(Kind::Primitive)) {
-        if (fn.obj()->small && app->argc == 2 && !app->tensorArgMask)
-          return app->appArgMask ? arithmeticOnCalls(in, app, fn, env) : inlineArithmetic(in, app, fn, env);
-        return callPrimitiveApp(in, app, fn, env);
+  switch (n->op()) {
+    case Op::App: {
+      auto* app = static_cast<AppNode*>(n);
+      if (app->fn->op() == Op::Global) {
+        Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+        if (fn.is(Kind::Primitive)) {
+          if (isInlineCall(app, fn))
+            return app->appArgMask ? inlinePrimitiveOnCalls(in, app, fn, env) : inlinePrimitiveApp(in, app, fn, env);
+          return callPrimitiveApp(in, app, fn, env);
+        }
       }
+      break;
     }
+    // Variables need no eval activation: calls of internal definitions and letrec-bound
+    // procedures name them with these, and a named let's loop when it is not at depth 1.
+    case Op::LocalChecked: {
+      auto* l = static_cast<LocalNode*>(n);
+      Value v = frameAt(env, l->depth)->slots[l->index];
+      if (v.isUnbound()) break;   // the error, from eval as before
+      return shareValue(v);
+    }
+    case Op::LocalN: {
+      auto* l = static_cast<LocalNode*>(n);
+      return shareValue(frameAt(env, l->depth)->slots[l->index]);
+    }
+    default: break;
   }
   return in.eval(n, env);
 }
@@ -166,11 +191,20 @@ inline bool isUnboxedTensorCall(Node* n, Value* fnOut) {
   return true;
 }
 
+// Set once a variable may hold a tensor cell it alone owns (kTensorSoleOwner: evalIntoSlot,
+// adoptOwnedArguments). Until then a frame reused by a tail call holds nothing to release, and
+// releaseDeadFrame is skipped, as in code that never assigns tensors.
+std::atomic<bool> variablesMayOwnTensors{false};
+inline void noteVariableMayOwnTensor() {
+  if (!variablesMayOwnTensors.load(std::memory_order_relaxed)) variablesMayOwnTensors.store(true, std::memory_order_relaxed);
+}
+
 // `set!`/`define` of a variable: a fresh tensor result may reuse the cell the variable alone
 // held; any other value overwriting such a cell frees it.
 inline void evalIntoSlot(Interp& in, Node* n, Frame* env, Value& slot) {
   Value fn;
   if (isUnboxedTensorCall(n, &fn)) {
+    noteVariableMayOwnTensor();
     assignFreshTensor(slot, callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env));
     return;
   }
@@ -216,48 +250,140 @@ inline void evalForEffect(Interp& in, Node* n, Frame* env) {
   evalSimple(in, n, env);
 }
 
-// The arithmetic of + - * < > <= >= = on two fixnums, when the primitive is one of those
-// (Primitive::small) and the result needs no bignum product; false means "call the builtin".
-inline bool fixnumArithmetic(InlineOp op, Value x, Value y, Value* out) {
+// + - * < > <= >= = (InlineBuiltin::Add to NumEq) on two fixnums, when the result needs no
+// bignum product; false means "call the builtin".
+__attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Value x, Value y, Value* out) {
   if (!x.isFixnum() || !y.isFixnum()) return false;
   int64_t a = x.fixnum(), b = y.fixnum(), r;
   switch (op) {
-    case InlineOp::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
-    case InlineOp::Sub: *out = makeInteger(a - b); return true;
-    case InlineOp::Mul:
+    case InlineBuiltin::Add: *out = makeInteger(a + b); return true;   // fixnums are 62-bit: no overflow
+    case InlineBuiltin::Sub: *out = makeInteger(a - b); return true;
+    case InlineBuiltin::Mul:
       if (__builtin_mul_overflow(a, b, &r)) return false;
       *out = makeInteger(r);
       return true;
-    case InlineOp::Lt: *out = Value::boolean(a < b); return true;
-    case InlineOp::Gt: *out = Value::boolean(a > b); return true;
-    case InlineOp::Le: *out = Value::boolean(a <= b); return true;
-    case InlineOp::Ge: *out = Value::boolean(a >= b); return true;
-    case InlineOp::NumEq: *out = Value::boolean(a == b); return true;
+    case InlineBuiltin::Lt: *out = Value::boolean(a < b); return true;
+    case InlineBuiltin::Gt: *out = Value::boolean(a > b); return true;
+    case InlineBuiltin::Le: *out = Value::boolean(a <= b); return true;
+    case InlineBuiltin::Ge: *out = Value::boolean(a >= b); return true;
+    case InlineBuiltin::NumEq: *out = Value::boolean(a == b); return true;
     default: return false;
   }
 }
 
-// A two-argument arithmetic builtin on what is not two fixnums (generic numbers, tensors).
-__attribute__((noinline)) Value callArithmeticBuiltin(Interp& in, AppNode* app, Value fn, Value* argv) {
+// The builtins with an InlineBuiltin (Primitive::small) on the arguments they take most often;
+// false means "call the builtin": other types or counts, errors, bignum results.
+__attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
+  if (argc == 2) {
+    Value x = argv[0], y = argv[1];
+    if (op <= InlineBuiltin::NumEq) return fixnumArithmetic(op, x, y, out);
+    if (x.isFixnum() && y.isFixnum()) {
+      int64_t a = x.fixnum(), b = y.fixnum(), r;
+      switch (op) {
+        case InlineBuiltin::Quotient:
+          if (b == 0) return false;
+          *out = makeInteger(a / b);   // only fixnum-min / -1 leaves the fixnum range
+          return true;
+        case InlineBuiltin::Remainder:
+          if (b == 0) return false;
+          *out = Value::fixnum(a % b);
+          return true;
+        case InlineBuiltin::Modulo:
+          if (b == 0) return false;
+          r = a % b;
+          if (r != 0 && (r < 0) != (b < 0)) r += b;
+          *out = Value::fixnum(r);
+          return true;
+        default: break;
+      }
+    }
+    switch (op) {
+      case InlineBuiltin::Eq: *out = Value::boolean(x == y); return true;
+      case InlineBuiltin::Cons: *out = cons(x, y); return true;
+      case InlineBuiltin::VectorRef:
+        if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
+        *out = x.as<Vector>()->items[y.fixnum()];
+        return true;
+      default: return false;
+    }
+  }
+  if (argc == 1) {
+    Value x = argv[0];
+    switch (op) {
+      case InlineBuiltin::Car:
+        if (!x.is(Kind::Pair)) return false;
+        *out = car(x);
+        return true;
+      case InlineBuiltin::Cdr:
+        if (!x.is(Kind::Pair)) return false;
+        *out = cdr(x);
+        return true;
+      case InlineBuiltin::Cadr:
+        if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
+        *out = cadr(x);
+        return true;
+      case InlineBuiltin::Cddr:
+        if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
+        *out = cddr(x);
+        return true;
+      case InlineBuiltin::VectorLength:
+        if (!x.is(Kind::Vector)) return false;
+        *out = Value::fixnum(x.obj()->extra);
+        return true;
+      case InlineBuiltin::NullP: *out = Value::boolean(x.isNil()); return true;
+      case InlineBuiltin::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
+      case InlineBuiltin::Not: *out = Value::boolean(x.isFalse()); return true;
+      case InlineBuiltin::ZeroP:
+        if (!x.isFixnum()) return false;
+        *out = Value::boolean(x.fixnum() == 0);
+        return true;
+      default: return false;
+    }
+  }
+  if (argc == 3 && op == InlineBuiltin::VectorSet) {
+    Value x = argv[0], k = argv[1];
+    if (!x.is(Kind::Vector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra) return false;
+    x.as<Vector>()->items[k.fixnum()] = argv[2];
+    *out = Value::unspecified();
+    return true;
+  }
+  return false;
+}
+
+// A builtin with an InlineBuiltin on what inlinePrimitive declined (generic numbers, tensors, errors),
+// in its own call record (PrimitiveFrame) and polling for interrupts as every builtin call does.
+__attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc) {
   auto* p = fn.as<Primitive>();
   PrimitiveFrame frame(in, app, fn);
   in.poll();
-  return p->fn(in, argv, 2, p->info);
+  return p->fn(in, argv, int(argc), p->info);
 }
 
-// The evaluated arguments of a two-argument arithmetic primitive: on fixnums inline, else the
-// builtin, with the call recorded for backtraces.
-__attribute__((always_inline)) inline Value applyArithmetic(Interp& in, AppNode* app, Value fn, Value* argv) {
+// The evaluated arguments of a builtin with an InlineBuiltin: inline when it can, else the builtin.
+__attribute__((always_inline)) inline Value applyInline(Interp& in, AppNode* app, Value fn, Value* argv,
+                                                        uint32_t argc) {
+  auto op = InlineBuiltin(fn.as<Primitive>()->small);
   Value result;
-  if (fixnumArithmetic(InlineOp(fn.as<Primitive>()->small), argv[0], argv[1], &result)) return result;
-  return callArithmeticBuiltin(in, app, fn, argv);
+  if (op <= InlineBuiltin::NumEq && argc == 2) {   // the commonest, `(< n 2)`, without a call
+    if (fixnumArithmetic(op, argv[0], argv[1], &result)) return result;
+  } else {
+    // `(car l)` notices an interrupt or a passed deadline as every builtin call does (an
+    // embedder relies on it: tests/unit/hardening.cpp); only fixnum arithmetic never polled.
+    in.poll();
+    if (inlinePrimitive(op, argc, argv, &result)) return result;
+  }
+  return callInlineBuiltin(in, app, fn, argv, argc);
 }
 
-// `(< n 2)`, `(- n 1)`: a two-argument arithmetic primitive whose arguments are not calls,
-// without the bookkeeping of the general primitive call.
-__attribute__((always_inline)) inline Value inlineArithmetic(Interp& in, AppNode* app, Value fn, Frame* env) {
-  Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
-  return applyArithmetic(in, app, fn, argv);
+// `(< n 2)`, `(car l)`: an inline builtin whose arguments are not calls, without the
+// bookkeeping of the general primitive call.
+__attribute__((always_inline)) inline Value inlinePrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
+  Value argv[3];
+  uint32_t argc = app->argc;
+  argv[0] = evalSimple(in, app->args[0], env);
+  if (argc > 1) argv[1] = evalSimple(in, app->args[1], env);
+  if (argc > 2) argv[2] = evalSimple(in, app->args[2], env);
+  return applyInline(in, app, fn, argv, argc);
 }
 
 // After a builtin that keeps none of its arguments returned `result`: the tensors that calls
@@ -276,19 +402,20 @@ inline bool isFreshPrimitiveCall(Node* n) {
   return g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh);
 }
 
-// `(+ (fib (- n 1)) (fib (- n 2)))`: two-argument arithmetic whose arguments are calls but not
-// of tensor builtins (tensorArgMask), without the scratch cells of the general primitive call.
-// A fresh result of another builtin, as in `(+ (* x 2) 1)` on tensors, is still released at once.
-__attribute__((noinline)) Value arithmeticOnCalls(Interp& in, AppNode* app, Value fn, Frame* env) {
+// `(+ (fib (- n 1)) (fib (- n 2)))`, `(null? (cdr l))`: an inline builtin whose arguments are
+// calls but not of tensor builtins (tensorArgMask), without the scratch cells of the general
+// primitive call. A fresh result of another builtin, as in `(+ (* x 2) 1)` on tensors, is still
+// released at once.
+__attribute__((noinline)) Value inlinePrimitiveOnCalls(Interp& in, AppNode* app, Value fn, Frame* env) {
   if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
-  Value argv[2];
-  uint32_t fresh = 0;
-  for (int i = 0; i < 2; i++) {
+  Value argv[3];
+  uint32_t argc = app->argc, fresh = 0;
+  for (uint32_t i = 0; i < argc; i++) {
     if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
     argv[i] = evalSimple(in, app->args[i], env);
   }
-  Value result = applyArithmetic(in, app, fn, argv);
-  if (fn.obj()->flags & kPrimBorrowsArgs) releaseFreshArguments(argv, 2, fresh, result);
+  Value result = applyInline(in, app, fn, argv, argc);
+  if (fresh && (fn.obj()->flags & kPrimBorrowsArgs)) releaseFreshArguments(argv, argc, fresh, result);
   return result;
 }
 
@@ -314,6 +441,7 @@ void releaseDeadFrame(Frame* f, Value* argv, uint32_t argc, uint32_t& ownedMask)
 
 // The fresh tensors left in stack cells get cells of their own, owned by their parameter.
 void adoptOwnedArguments(Value* argv, uint32_t argc, uint32_t ownedMask) {
+  noteVariableMayOwnTensor();
   for (uint32_t i = 0; i < argc; i++)
     if ((ownedMask >> i) & 1) argv[i] = wrapSoleOwnedTensor(std::move(tensorOf(argv[i])));
 }
@@ -414,7 +542,7 @@ inline Frame* frameForCall(Value fn, char* frameStore, bool& frameStoreLive, Val
   LambdaNode* l = fn.as<Closure>()->code;
   if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, fn.as<Closure>()->env);
   auto* f = reinterpret_cast<Frame*>(frameStore);
-  if (frameStoreLive) releaseDeadFrame(f, argv, argc, ownedMask);
+  if (frameStoreLive && variablesMayOwnTensors.load(std::memory_order_relaxed)) releaseDeadFrame(f, argv, argc, ownedMask);
   frameStoreLive = true;
   f->kind = Kind::Frame;
   f->extra = l->frameSize;
@@ -516,8 +644,13 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
     argv[i] = evalSimple(in, a, env);
   }
   if constexpr (!Unboxed) {
+    // Not with cells that die with this call (scratch) or are released after it (fresh).
     Value quick;
-    if (p->small && argc == 2 && fixnumArithmetic(InlineOp(p->small), argv[0], argv[1], &quick)) return quick;
+    if (p->small && !(fresh | scratchMask)) {
+      auto op = InlineBuiltin(p->small);
+      if (op > InlineBuiltin::NumEq) in.poll();   // as applyInline
+      if (inlinePrimitive(op, argc, argv, &quick)) return quick;
+    }
   }
   PrimitiveFrame frame(in, app, fn);
   in.poll();
@@ -713,8 +846,8 @@ Value Interp::eval(Node* node, Frame* env) {
           fn = evalSimple(*this, app->fn, env);
         }
         if (fn.is(Kind::Primitive)) {
-          if (fn.obj()->small && app->argc == 2 && !app->tensorArgMask)
-            return app->appArgMask ? arithmeticOnCalls(*this, app, fn, env) : inlineArithmetic(*this, app, fn, env);
+          if (isInlineCall(app, fn))
+            return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
           return callPrimitiveApp(*this, app, fn, env);
         }
         uint32_t argc = app->argc;

@@ -1,5 +1,6 @@
 // eq?, eqv?, equal?: raw primitives, because they sit in hot loops (memv, case, assoc).
 #include "builtins/builtins.hpp"
+#include "interp/inline_ops.hpp"
 #include "interp/equality.hpp"
 
 namespace purple {
@@ -24,6 +25,7 @@ void registerEquality(Registry& r) {
            "True when OBJ1 and OBJ2 are the same object. Small integers, characters, booleans, "
            "the empty list and symbols with the same name are always eq?.",
            kPrimBorrowsArgs);
+  inlineInEvaluator(r.interp(), "eq?", InlineBuiltin::Eq);
   r.defRaw("eqv?", "(obj1 obj2)", primEqv,
            "Like eq?, but numbers are compared by exactness and value: (eqv? 2.0 2.0) is #t, "
            "(eqv? 2 2.0) is #f, (eqv? 0.0 -0.0) is #f. Strings, pairs and vectors compare by identity.",

@@ -5,6 +5,7 @@
 // improper and circular arguments by raising a Purple error that names the procedure.
 #include "builtins/builtins.hpp"
 #include "builtins/core/checks.hpp"
+#include "interp/inline_ops.hpp"
 #include "interp/equality.hpp"
 #include "interp/numbers.hpp"
 
@@ -507,6 +508,10 @@ void registerLists(Registry& r) {
   r.defRaw("list?", "(obj)", primListP,
            "True when OBJ is a proper list: finite and ending in the empty list.", kPrimBorrowsArgs);
   r.alias("proper-list?", "list?");
+  for (auto [name, op] : {std::pair{"cons", InlineBuiltin::Cons}, {"car", InlineBuiltin::Car}, {"cdr", InlineBuiltin::Cdr},
+                          {"cadr", InlineBuiltin::Cadr}, {"cddr", InlineBuiltin::Cddr}, {"pair?", InlineBuiltin::PairP},
+                          {"null?", InlineBuiltin::NullP}})
+    inlineInEvaluator(r.interp(), name, op);
 
   // ---- construction ----
   r.defRaw("list", "(:rest objs)", primList, "A newly allocated list of the arguments.");

@@ -1,6 +1,7 @@
 // Numeric procedures of R7RS (scheme base), (scheme inexact), plus bitwise operations and
 // random numbers. Generic arithmetic also accepts tensors (numbers broadcast).
 #include "builtins/builtins.hpp"
+#include "interp/inline_ops.hpp"
 #include "interp/numbers.hpp"
 #include "interp/printer.hpp"
 #include "interp/tensor_hooks.hpp"
@@ -333,11 +334,13 @@ void registerNumbers(Registry& r) {
     if (!v.isFixnum() || v.fixnum() <= 0) throwTypeError("random", 1, "a positive integer or real", v);
     return Value::fixnum(int64_t(std::uniform_int_distribution<uint64_t>(0, uint64_t(v.fixnum() - 1))(rng())));
   }, "A random integer in [0, N), or a random real in [0, N) when N is inexact.");
-  // Fixnum fast paths the evaluator runs without calling these builtins (see InlineOp).
-  const std::pair<const char*, InlineOp> inlined[] = {
-      {"+", InlineOp::Add}, {"-", InlineOp::Sub}, {"*", InlineOp::Mul}, {"<", InlineOp::Lt},
-      {">", InlineOp::Gt},  {"<=", InlineOp::Le}, {">=", InlineOp::Ge}, {"=", InlineOp::NumEq}};
-  for (const auto& [name, op] : inlined) r.interp().lookupGlobal(name).as<Primitive>()->small = uint16_t(op);
+  // Fixnum fast paths the evaluator runs without calling these builtins (see interp/inline_ops.hpp).
+  const std::pair<const char*, InlineBuiltin> inlined[] = {
+      {"+", InlineBuiltin::Add}, {"-", InlineBuiltin::Sub}, {"*", InlineBuiltin::Mul}, {"<", InlineBuiltin::Lt},
+      {">", InlineBuiltin::Gt},  {"<=", InlineBuiltin::Le}, {">=", InlineBuiltin::Ge}, {"=", InlineBuiltin::NumEq},
+      {"quotient", InlineBuiltin::Quotient}, {"remainder", InlineBuiltin::Remainder}, {"modulo", InlineBuiltin::Modulo},
+      {"zero?", InlineBuiltin::ZeroP}};
+  for (const auto& [name, op] : inlined) inlineInEvaluator(r.interp(), name, op);
   r.def("random-seed!", "(seed)", [](int64_t s) { rng().seed(uint64_t(s)); }, "Seeds the generator used by random.");
 }
 

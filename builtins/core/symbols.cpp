@@ -1,6 +1,7 @@
 // Symbols, keywords and booleans.
 #include "builtins/builtins.hpp"
 #include "builtins/core/checks.hpp"
+#include "interp/inline_ops.hpp"
 
 namespace purple {
 
@@ -42,6 +43,7 @@ Value keywordArg(std::string_view who, int index, Value v) {
 
 void registerSymbols(Registry& r) {
   r.defRaw("not", "(obj)", primNot, "#t when OBJ is #f, else #f.", kPrimBorrowsArgs);
+  inlineInEvaluator(r.interp(), "not", InlineBuiltin::Not);
   r.def("boolean?", "(obj)", [](Value v) { return v.isBool(); }, "True when OBJ is #t or #f.");
   r.defRaw("boolean=?", "(bool1 bool2 . bools)", primBooleanEq,
            "True when all the arguments, which must be booleans, are the same boolean.",

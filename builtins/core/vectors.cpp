@@ -2,6 +2,7 @@
 // (vector-count, vector-index, vector-grow, subvector, bytevector->list ...).
 #include "builtins/builtins.hpp"
 #include "builtins/core/checks.hpp"
+#include "interp/inline_ops.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -139,6 +140,9 @@ void registerVectors(Registry& r) {
   r.defRaw("vector-length", "(vector)", primVectorLength, "The number of elements in VECTOR.", kPrimBorrowsArgs);
   r.defRaw("vector-ref", "(vector k)", primVectorRef, "Element K (counting from 0) of VECTOR.");
   r.defRaw("vector-set!", "(vector k obj)", primVectorSet, "Stores OBJ as element K of VECTOR.");
+  inlineInEvaluator(r.interp(), "vector-length", InlineBuiltin::VectorLength);
+  inlineInEvaluator(r.interp(), "vector-ref", InlineBuiltin::VectorRef);
+  inlineInEvaluator(r.interp(), "vector-set!", InlineBuiltin::VectorSet);
   r.def("vector->list", "(vector :optional start end)",
         [](Value vec, Value start, Value end) {
           Vector* v = vectorArg("vector->list", 0, vec);
