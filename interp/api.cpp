@@ -7,12 +7,14 @@
 
 #include "builtins/core/hashtable.hpp"
 #include "interp/bind.hpp"
+#include "interp/cpu_allocator.hpp"
 #include "interp/equality.hpp"
 #include "interp/gc.hpp"
 #include "interp/interp_state.hpp"
 #include "interp/numbers.hpp"
 #include "interp/port.hpp"
 #include "interp/printer.hpp"
+#include "interp/tensor_budget.hpp"
 #include "interp/tensor_value.hpp"
 #include "interp/api_internal.hpp"
 
@@ -260,6 +262,8 @@ PV objectApplyHook(Interp& in, PV fn, const PV* argv, int argc) {
 // wrapTensor enforces Limits::maxTensorBytes after an operation has produced its result; this
 // allocator refuses, before any memory is touched, a single CPU allocation larger than the cap
 // of the interpreter running on this thread, so one huge request cannot exhaust the machine.
+// It wraps Purple's caching allocator (cpu_allocator.cpp), so it must sit above it: a lower
+// priority than that allocator's would leave it never called.
 
 class CappedCPUAllocator final : public c10::Allocator {
  public:
@@ -283,16 +287,21 @@ class CappedCPUAllocator final : public c10::Allocator {
     Interp* in = Interp::current();
     if (!in) return;
     int64_t cap = in->limits.maxTensorBytes;
-    if (cap > 0 && int64_t(n) > cap)
+    if (cap > 0 && n > uint64_t(cap))
       throwError("memory-error", "tensor memory budget exceeded (" + std::to_string(n) + " bytes asked, limit " +
                                      std::to_string(cap) + " bytes)");
   }
   c10::Allocator* base_;
 };
 
+constexpr uint8_t kCappedAllocatorPriority = 2;   // above the caching allocator's 1
+
 void installTensorCap() {
   static std::once_flag once;
-  std::call_once(once, [] { c10::SetCPUAllocator(new CappedCPUAllocator(c10::GetCPUAllocator()), 0); });
+  std::call_once(once, [] {
+    installCpuAllocator();   // first, so that the cap wraps it
+    c10::SetCPUAllocator(new CappedCPUAllocator(c10::GetCPUAllocator()), kCappedAllocatorPriority);
+  });
 }
 
 void applyLimits(Interp& in, const Limits& l) {
@@ -303,7 +312,10 @@ void applyLimits(Interp& in, const Limits& l) {
   in.limits.maxSeconds = l.maxSeconds > 0 ? l.maxSeconds : 0;
   in.limits.maxTensorBytes = l.maxTensorBytes > 0 ? l.maxTensorBytes : 0;
   in.limits.maxDepth = l.maxDepth > 0 ? std::min<int64_t>(l.maxDepth, Interp::kMaxDepthCap) : ::purple::Limits().maxDepth;
-  if (l.maxTensorBytes > 0) installTensorCap();
+  if (l.maxTensorBytes > 0) {
+    installTensorCap();
+    openTensorAccount(in);
+  }
 }
 
 void setPort(PV param, PV port) {

@@ -909,6 +909,9 @@ Value Interp::apply(Value fn, const Value* argv, int argc) {
       Value* args = argc <= int(kInlineSlots) ? buf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
       for (int i = 0; i < argc; i++) args[i] = argv[i];
       auto* p = fn.as<Primitive>();
+      // A step, like a closure call: a builtin that loops calling a builtin (find with string?
+      // on a circular list) stays within maxSteps.
+      if (--stepsLeft <= 0) safePoint();
       poll();
       return p->fn(*this, args, argc, p->info);
     }
@@ -940,7 +943,8 @@ Value Interp::apply(Value fn, const Value* argv, int argc) {
     case Kind::Parameter: {
       auto* p = fn.as<Parameter>();
       if (argc == 0) return p->value;
-      p->value = argv[0];
+      // through the converter, as parameterize does: the current ports accept only ports
+      p->value = p->converter.isFalse() ? argv[0] : apply(p->converter, argv, 1);
       return Value::unspecified();
     }
     default:

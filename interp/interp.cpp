@@ -9,6 +9,7 @@
 #include "interp/cpu_allocator.hpp"
 #include "interp/watchdog.hpp"
 #include "interp/file_io.hpp"
+#include "interp/tensor_budget.hpp"
 #include "builtins/builtins.hpp"
 #include <gc/gc.h>
 #include <pthread.h>
@@ -69,6 +70,7 @@ Interp::Interp() {
 Interp::~Interp() {
   if (deadlineArmed) disarmDeadline(this);
   for (auto& f : onDestroy) f(*this);
+  closeTensorAccount(*this);   // tensors still charged to it keep it until they are freed
   // Drop every root this interpreter holds so a final collection can free its objects
   // (and run the finalizers of its tensors).
   for (auto& kv : *globals_) kv.second->value = Value::unbound();

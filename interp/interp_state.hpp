@@ -13,6 +13,7 @@ struct Interp::State {
   Value features;          // cond-expand features
   Value libraries;         // alist: library name -> #t once loaded
   Value currentFile;       // string or #f: the file being loaded (for include / relative paths)
+  Value tensorAccount;     // fixnum or #f: this interpreter's tensor budget account (tensor_budget.hpp)
 };
 
 using State = Interp::State;

@@ -6,10 +6,13 @@
 #include "interp/error.hpp"
 #include "interp/gc.hpp"
 #include "interp/interp.hpp"
+#include "interp/interp_state.hpp"
+#include "interp/tensor_budget.hpp"
 #include "interp/tensor_scope.hpp"
 #include <gc/gc.h>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 
 namespace purple {
 
@@ -28,10 +31,55 @@ std::atomic<int64_t> gThreshold{[] {
   return v > 0 ? v : int64_t(64) << 20;
 }()};
 
+// ---- per-interpreter accounts (tensor_budget.hpp) ----
+// A fixed table, so a finalizer on any thread reaches an account without a lock. An account is
+// free while its reference count is 0; the interpreter holds one reference and every cell
+// charged to it another, so a slot is reused only once nothing can still uncharge it.
+struct TensorAccount {
+  std::atomic<int64_t> bytes{0};
+  std::atomic<int64_t> refs{0};
+};
+constexpr uint32_t kAccounts = 1u << 16;   // slot 0 means "no account"
+TensorAccount gAccounts[kAccounts];
+std::mutex gAccountLock;
+uint32_t gAccountCursor = 0;
+
+void dropAccount(uint32_t slot) {
+  if (slot) gAccounts[slot].refs.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+// The account of the interpreter running on this thread when it has a budget, else 0.
+uint32_t currentAccount() {
+  Interp* in = Interp::current();
+  if (!in || in->limits.maxTensorBytes <= 0 || !in->st->tensorAccount.isFixnum()) return 0;
+  return uint32_t(in->st->tensorAccount.fixnum());
+}
+
+// Charges a cell's counted bytes to the budget of the interpreter running on this thread.
+void chargeAccount(TensorObj* cell) {
+  cell->extra = 0;
+  if (cell->countedBytes <= 0) return;
+  uint32_t slot = currentAccount();
+  if (!slot) return;
+  gAccounts[slot].refs.fetch_add(1, std::memory_order_relaxed);
+  gAccounts[slot].bytes.fetch_add(cell->countedBytes, std::memory_order_relaxed);
+  cell->extra = slot;
+}
+
+// The cell's storage leaves the accounting: process-wide, and its interpreter's budget.
+void uncharge(TensorObj* cell) {
+  if (cell->countedBytes) gBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
+  if (uint32_t slot = cell->extra) {
+    gAccounts[slot].bytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
+    cell->extra = 0;
+    dropAccount(slot);
+  }
+  cell->countedBytes = 0;
+}
+
 void finalizeTensor(void* obj, void*) {
   auto* cell = static_cast<TensorObj*>(obj);
-  if (cell->countedBytes) gBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
-  cell->countedBytes = 0;
+  uncharge(cell);
   cell->tensor.~Tensor();
   gLive.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -78,15 +126,41 @@ int64_t chargeFreshStorage(const at::Tensor& t, int64_t replacing = 0) {
 void countReleased() { gReleased.store(gReleased.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
 }  // namespace
 
+uint32_t openTensorAccount(Interp& in) {
+  if (in.st->tensorAccount.isFixnum()) return uint32_t(in.st->tensorAccount.fixnum());
+  std::lock_guard<std::mutex> g(gAccountLock);
+  for (uint32_t k = 1; k < kAccounts; k++) {
+    uint32_t slot = 1 + (gAccountCursor + k - 1) % (kAccounts - 1);
+    if (gAccounts[slot].refs.load(std::memory_order_acquire) == 0) {
+      gAccounts[slot].bytes.store(0, std::memory_order_relaxed);
+      gAccounts[slot].refs.store(1, std::memory_order_release);
+      gAccountCursor = slot;
+      in.st->tensorAccount = Value::fixnum(slot);
+      return slot;
+    }
+  }
+  return 0;
+}
+
+void closeTensorAccount(Interp& in) {
+  if (!in.st->tensorAccount.isFixnum()) return;
+  dropAccount(uint32_t(in.st->tensorAccount.fixnum()));
+  in.st->tensorAccount = Value::f();
+}
+
 void checkTensorBudget(const at::Tensor& t) {
   Interp* in = Interp::current();
   int64_t cap = in ? in->limits.maxTensorBytes : 0;
   if (cap <= 0) return;
   int64_t bytes = freshStorageBytes(t);
-  if (bytes <= 0 || gBytes.load() + bytes <= cap) return;
+  // The interpreter's own account; without one (every slot taken), the process-wide count.
+  uint32_t slot = currentAccount();
+  std::atomic<int64_t>& held = slot ? gAccounts[slot].bytes : gBytes;
+  if (bytes <= 0 || held.load() + bytes <= cap) return;
   collectForTensors();
-  if (gBytes.load() + bytes > cap)
-    throwError("memory-error", "tensor memory budget exceeded (" + std::to_string(cap) + " bytes)");
+  if (held.load() + bytes > cap)
+    throwError("memory-error", "tensor memory budget exceeded (" + std::to_string(held.load()) + " bytes held, " +
+                                   std::to_string(bytes) + " more asked, limit " + std::to_string(cap) + " bytes)");
 }
 
 Value wrapTensor(at::Tensor t) {
@@ -103,6 +177,7 @@ Value wrapTensor(at::Tensor t) {
   cell->extra = 0;
   new (&cell->tensor) at::Tensor(std::move(t));
   cell->countedBytes = bytes;
+  chargeAccount(cell);
   gLive.fetch_add(1, std::memory_order_relaxed);
   registerTensorFinalizer(cell);
   Value v(cell);
@@ -115,9 +190,15 @@ void noteTensorFreedUnboxed() { countReleased(); }
 void reuseTensorCell(Value old, at::Tensor t) {
   auto* cell = old.as<TensorObj>();
   int64_t bytes = chargeFreshStorage(t, cell->countedBytes);   // may collect or throw: cell intact
+  if (uint32_t slot = cell->extra) {        // the old storage leaves its interpreter's budget
+    gAccounts[slot].bytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
+    cell->extra = 0;
+    dropAccount(slot);
+  }
   cell->tensor = at::Tensor();             // the old tensor goes first, as under refcounting
   cell->tensor = std::move(t);
   cell->countedBytes = bytes;
+  chargeAccount(cell);
   countReleased();
 }
 
@@ -150,8 +231,7 @@ const at::Tensor& tensorArg(Value v, std::string_view who, int argIndex) {
 void releaseTensor(Value v) {
   auto* cell = v.as<TensorObj>();
   if (!cell->tensor.defined()) return;
-  if (cell->countedBytes) gBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
-  cell->countedBytes = 0;
+  uncharge(cell);
   cell->tensor = at::Tensor();
   countReleased();
 }

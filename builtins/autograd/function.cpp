@@ -475,6 +475,7 @@ std::vector<at::Tensor> tensorRest(RestArgs rest, const char* who) {
     Value v = car(p);
     // A single list argument is accepted as the list of tensors.
     if ((isPair(v) || v.isNil()) && cdr(p).isNil() && i == 2) {
+      if (!isList(v)) throwTypeError(who, i, "a proper list of tensors", v);
       for (Value q = v; isPair(q); q = cdr(q)) out.push_back(tensorOrUndefined(car(q), who, i));
       break;
     }

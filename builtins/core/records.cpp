@@ -54,6 +54,7 @@ void registerRecords(Registry& r) {
   r.def("%record-indices", "(type fields)", [](Value type, Value fields) {
     RecordType* t = recordType(type, "record constructor");
     size_t n = listLength(fields);
+    if (n == SIZE_MAX) throwTypeError("record constructor", 2, "a list of field names", fields);
     Value v = makeVector(n);
     size_t i = 0;
     for (Value p = fields; isPair(p); p = cdr(p)) v.as<Vector>()->items[i++] = Value::fixnum(fieldIndex(t, car(p), "record constructor"));

@@ -71,6 +71,7 @@ std::vector<double> doubleList(Value v, std::string_view who) {
     if (!v.isFixnum() && !isFlonum(v)) throwTypeError(who, 1, "a real number or a list of them", v);
     return out;
   }
+  if (!isList(v)) throwTypeError(who, 1, "a real number or a list of them", v);   // circular too
   for (Value p = v; isPair(p); p = cdr(p)) {
     Value x = car(p);
     if (x.isFixnum()) out.push_back(double(x.fixnum()));
@@ -423,6 +424,8 @@ Value collateFields(Value samples, size_t nFields, const char* who) {
 // Stacks tensors, turns numbers into a tensor (int64 when all exact integers, else float32),
 // and collates lists field by field. Anything else is returned as a list unchanged.
 Value collate(Value samples, const char* who) {
+  // fields are collated recursively: samples that contain themselves end here
+  if (stackNearlyFull()) throwError("recursion-error", std::string(who) + ": samples nested too deeply (or circular)");
   if (!isList(samples)) throwTypeError(who, 1, "a list of samples", samples);
   if (samples.isNil()) return Value::nil();
   Value first = car(samples);
@@ -514,7 +517,8 @@ struct CollateNode {
 // values other than tensors, numbers and lists or vectors of them, tensors that need autograd,
 // or malformed samples (then collate raises its usual error when the batch is delivered).
 bool planCollate(Value samples, CollateNode& node) {
-  if (!isList(samples) || samples.isNil()) return false;
+  // nested too deeply or circular: default-collate on the interpreter thread says so
+  if (!isList(samples) || samples.isNil() || stackNearlyFull()) return false;
   Value first = car(samples);
   if (isTensor(first)) {
     const at::Tensor& t0 = tensorOf(first);

@@ -264,6 +264,19 @@ void registerPorts(Registry& r) {
   interp.defineGlobal("current-output-port", interp.st->outputPort, makeString("Parameter: the port display and write use by default."));
   interp.defineGlobal("current-error-port", interp.st->errorPort, makeString("Parameter: the port for error messages."));
   interp.defineGlobal("current-input-port", interp.st->inputPort, makeString("Parameter: the port read uses by default."));
+  // Their converters: set to anything but a port of the right direction (by parameterize or by
+  // a call with a value), the next display or read would use it as one.
+  r.def("%as-output-port", "(port)", [](Value port) {
+    if (!isPort(port) || !portImpl(port)->output) throwTypeError("current-output-port", 1, "an output port", port);
+    return port;
+  }, "Internal: PORT when it is an output port, else a type error (the current output ports' converter).");
+  r.def("%as-input-port", "(port)", [](Value port) {
+    if (!isPort(port) || !portImpl(port)->input) throwTypeError("current-input-port", 1, "an input port", port);
+    return port;
+  }, "Internal: PORT when it is an input port, else a type error (the current input port's converter).");
+  interp.st->outputPort.as<Parameter>()->converter = interp.lookupGlobal("%as-output-port");
+  interp.st->errorPort.as<Parameter>()->converter = interp.lookupGlobal("%as-output-port");
+  interp.st->inputPort.as<Parameter>()->converter = interp.lookupGlobal("%as-input-port");
 
   r.def("display", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     portWrite(outPort(in, port, "display"), toDisplayString(v));

@@ -304,6 +304,9 @@ void clearGrads(torch::optim::Optimizer& opt) {
 
 double dictNumber(Interp& in, Value dict, const char* key, const char* who) {
   Value v = isHashTable(dict) ? hashTableGet(in, dict, makeString(key)) : Value::missing();
+  if (!isHashTable(dict) && !isList(dict))   // a circular alist would never end
+    throwError("type-error", std::string(who) + ": a state dict must be a hash table or an alist, got " +
+                                 describeValueType(dict));
   if (!isHashTable(dict))
     for (Value p = dict; isPair(p); p = cdr(p))
       if (isPair(car(p)) && isString(car(car(p))) && stringView(car(car(p))) == key) v = cdr(car(p));

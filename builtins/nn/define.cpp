@@ -67,6 +67,7 @@ void forEachEntry(Value alist, const char* who, const char* what, F f) {
 }
 
 ModulePtr childModule(Value v, const std::string& name, const char* who) {
+  if (stackNearlyFull()) throwError("recursion-error", std::string(who) + ": submodules nested too deeply (or circular)");
   if (isModule(v)) return moduleArg(v, who, 1);
   if (isProcedure(v)) return procedureModule(v);
   if (isList(v) && !v.isNil()) {

@@ -96,7 +96,8 @@ Value forwardWithHooks(Interp& in, const std::shared_ptr<torch::nn::Module>& m, 
   for (auto& e : pre) {
     if (e.native) continue;
     Value r = in.apply(e.proc.get(), {self, args});
-    if (isPair(r)) args = r;
+    if (isPair(r) && isList(r)) args = r;   // a circular list would never end
+    else if (isPair(r)) throwError("type-error", "forward pre-hook: returned an improper or circular list");
     else if (isTensor(r)) args = listFromArray(&r, 1);
   }
   ValueVec items;

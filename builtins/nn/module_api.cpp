@@ -84,6 +84,7 @@ std::string reprOf(const Module& m, bool isOutProj = false) {
 
 std::string shapeText(Value v) {
   if (isTensor(v) && tensorOf(v).defined()) return pyTuple(tensorOf(v).sizes());
+  if (stackNearlyFull() || (isPair(v) && !isList(v))) return "...";   // nested too deeply, or circular
   if (isPair(v) || v.isNil()) {
     std::string s = "[";
     for (Value p = v; isPair(p); p = cdr(p)) s += (s.size() > 1 ? ", " : "") + shapeText(car(p));

@@ -67,6 +67,8 @@ namespace {
 // ---- parameters ----------------------------------------------------------------------------------
 
 void addTensors(Value v, const char* who, std::vector<at::Tensor>& out) {
+  // nested lists and vectors are walked recursively: data that contains itself ends here
+  if (stackNearlyFull()) throwError("recursion-error", std::string(who) + ": parameters nested too deeply (or circular)");
   if (isModule(v)) {
     for (auto& p : moduleArg(v, who, 1)->parameters(true)) out.push_back(p);
     return;

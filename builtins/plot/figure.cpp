@@ -26,8 +26,11 @@ using plot::Figure;
 using plot::Panel;
 using plot::Series;
 
+[[noreturn]] void bad(const std::string& what, Value got);
+
 Value field(Value alist, const char* key) {
   Value k = intern(key);
+  if (!isList(alist)) bad("a figure's description must be a proper alist", alist);   // circular too
   for (Value p = alist; isPair(p); p = cdr(p))
     if (isPair(car(p)) && car(car(p)) == k) return cdr(car(p));
   return Value::missing();

@@ -8,6 +8,18 @@ namespace purple::python {
 
 namespace {
 
+// A script's own way into Python: refused when the interpreter may not touch the process
+// (Limits::allowProcess), since Python runs with all of the process's rights. Calling a Python
+// object the host handed in (object.cpp) stays allowed: the host chose to expose it.
+Interp& refuseInSandbox(Interp& in) {
+  if (!in.limits.allowProcess)
+    throwError("error", "python: Python is disabled in this interpreter (its limits forbid process access)");
+  return in;
+}
+struct ScriptPython : InPython {
+  explicit ScriptPython(Interp& in) : InPython(refuseInSandbox(in)) {}
+};
+
 // The Python object for a Purple argument: a py-object's own, any other value converted.
 Ref pyValue(Interp& in, Value v) {
   if (PyObject* o = objectOf(v)) return Ref::borrow(o);
@@ -73,7 +85,7 @@ Value evalOrExec(Interp& in, Value* argv, int argc, PrimitiveInfo* info, bool ex
   checkArity(info, argc);
   const char* who = exec ? "py-exec" : "py-eval";
   if (!isString(argv[0])) throwTypeError(who, 1, "a string of Python code", argv[0]);
-  InPython py(in);
+  ScriptPython py(in);
   std::string code = dedented(stringView(argv[0]));
   Ref names = bindings(in, argv + 1, argc - 1, who);
   PyObject* main = mainDict();
@@ -98,7 +110,7 @@ Value evalOrExec(Interp& in, Value* argv, int argc, PrimitiveInfo* info, bool ex
 
 Value primPyCall(Interp& in, Value* argv, int argc, PrimitiveInfo* info) {
   checkArity(info, argc);
-  InPython py(in);
+  ScriptPython py(in);
   Ref f = pyValue(in, argv[0]);
   if (!PyCallable_Check(f.get())) throwTypeError("py-call", 1, "a callable Python object", argv[0]);
   return callPython(in, f.get(), argv + 1, argc - 1, argv[0], "py-call");
@@ -107,7 +119,7 @@ Value primPyCall(Interp& in, Value* argv, int argc, PrimitiveInfo* info) {
 Value primPyCallMethod(Interp& in, Value* argv, int argc, PrimitiveInfo* info) {
   checkArity(info, argc);
   std::string name = nameArg(argv[1], "py-call-method", 2);
-  InPython py(in);
+  ScriptPython py(in);
   Ref obj = pyValue(in, argv[0]);
   Ref method = attributePath(obj.get(), name, "py-call-method");
   return callPython(in, method.get(), argv + 2, argc - 2, argv[0], "py-call-method");
@@ -118,7 +130,7 @@ Value primPyExec(Interp& in, Value* argv, int argc, PrimitiveInfo* info) { retur
 
 // Calls __exit__ for an exception leaving a py-with body; true when it suppresses it.
 bool exitWithException(Interp& in, Value manager, Value exitFn) {
-  InPython py(in);
+  ScriptPython py(in);
   setPythonErrorFromCurrent(&in);
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
@@ -134,7 +146,7 @@ bool exitWithException(Interp& in, Value manager, Value exitFn) {
 }
 
 void exitNormally(Interp& in, Value manager, Value exitFn) {
-  InPython py(in);
+  ScriptPython py(in);
   Ref r(PyObject_CallFunctionObjArgs(objectOf(exitFn), objectOf(manager), Py_None, Py_None, Py_None, nullptr));
   if (!r) throwPythonError("py-with");
 }
@@ -144,7 +156,7 @@ void exitNormally(Interp& in, Value manager, Value exitFn) {
 void registerPython(Registry& r) {
   r.def("py-import", "(name :key raw)",
         [](Interp& in, std::string name, bool raw) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref m(PyImport_ImportModule(name.c_str()));
           if (!m) throwPythonError("py-import");
           return wrapObject(m.release(), raw);
@@ -156,7 +168,7 @@ void registerPython(Registry& r) {
   r.def("py-attr", "(obj name)",
         [](Interp& in, Value obj, Value name) {
           std::string path = nameArg(name, "py-attr", 2);
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           return resultOf(in, attributePath(o.get(), path, "py-attr"), obj);
         },
@@ -165,7 +177,7 @@ void registerPython(Registry& r) {
   r.def("py-set-attr!", "(obj name value)",
         [](Interp& in, Value obj, Value name, Value value) {
           std::string attr = nameArg(name, "py-set-attr!", 2);
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           Ref v = pyValue(in, value);
           if (PyObject_SetAttrString(o.get(), attr.c_str(), v.get()) < 0) throwPythonError("py-set-attr!");
@@ -174,7 +186,7 @@ void registerPython(Registry& r) {
   r.def("py-has-attr?", "(obj name)",
         [](Interp& in, Value obj, Value name) {
           std::string attr = nameArg(name, "py-has-attr?", 2);
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           return PyObject_HasAttrString(o.get(), attr.c_str()) == 1;
         },
@@ -190,7 +202,7 @@ void registerPython(Registry& r) {
 
   r.def("py-ref", "(obj key)",
         [](Interp& in, Value obj, Value key) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           Ref k = pyValue(in, key);
           return resultOf(in, Ref(PyObject_GetItem(o.get(), k.get())), obj);
@@ -199,7 +211,7 @@ void registerPython(Registry& r) {
         "(py-slice start stop) a slice.");
   r.def("py-set-ref!", "(obj key value)",
         [](Interp& in, Value obj, Value key, Value value) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           Ref k = pyValue(in, key);
           Ref v = pyValue(in, value);
@@ -208,7 +220,7 @@ void registerPython(Registry& r) {
         "OBJ[KEY] = VALUE in Python.");
   r.def("py-delete-ref!", "(obj key)",
         [](Interp& in, Value obj, Value key) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           Ref k = pyValue(in, key);
           if (PyObject_DelItem(o.get(), k.get()) < 0) throwPythonError("py-delete-ref!");
@@ -216,7 +228,7 @@ void registerPython(Registry& r) {
         "del OBJ[KEY] in Python.");
   r.def("py-slice", "(start stop :optional step)",
         [](Interp& in, Value start, Value stop, Value step) {
-          InPython py(in);
+          ScriptPython py(in);
           auto part = [&](Value v) { return v.isFalse() || v.isMissing() ? Ref::borrow(Py_None) : toPython(in, v); };
           Ref a = part(start), b = part(stop), c = part(step);
           Ref s(PySlice_New(a.get(), b.get(), c.get()));
@@ -226,7 +238,7 @@ void registerPython(Registry& r) {
         "A Python slice START:STOP:STEP for py-ref; #f leaves a bound out, as an empty one does in Python.");
   r.def("py-len", "(obj)",
         [](Interp& in, Value obj) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           Py_ssize_t n = PyObject_Length(o.get());
           if (n < 0) throwPythonError("py-len");
@@ -235,7 +247,7 @@ void registerPython(Registry& r) {
         "len(OBJ) in Python.");
   r.def("py-contains?", "(obj item)",
         [](Interp& in, Value obj, Value item) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           Ref x = pyValue(in, item);
           int found = PySequence_Contains(o.get(), x.get());
@@ -245,7 +257,7 @@ void registerPython(Registry& r) {
         "ITEM in OBJ, in Python.");
   r.def("py-list", "(obj)",
         [](Interp& in, Value obj) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           Ref it(PyObject_GetIter(o.get()));
           if (!it) throwPythonError("py-list");
@@ -263,7 +275,7 @@ void registerPython(Registry& r) {
         "The items of the Python iterable OBJ (a generator, a range, model.parameters() ...) as a Purple list.");
   r.def("%py-iter", "(obj)",
         [](Interp& in, Value obj) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, obj);
           Ref it(PyObject_GetIter(o.get()));
           if (!it) throwPythonError("py-iterator");
@@ -274,7 +286,7 @@ void registerPython(Registry& r) {
         [](Interp& in, Value iterator, Value source) {
           PyObject* it = objectOf(iterator);
           if (!it) throwTypeError("py-iterator", 1, "a Python iterator", iterator);
-          InPython py(in);
+          ScriptPython py(in);
           Ref item(PyIter_Next(it));
           if (!item) {
             if (PyErr_Occurred()) throwPythonError("py-iterator");
@@ -294,7 +306,7 @@ void registerPython(Registry& r) {
         [](Interp& in, Value manager, Procedure proc) -> Value {
           Value mgr, exitFn, entered;
           {
-            InPython py(in);
+            ScriptPython py(in);
             Ref m = pyValue(in, manager);
             PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(m.get()));
             Ref enter(PyObject_GetAttrString(type, "__enter__"));
@@ -331,10 +343,10 @@ void registerPython(Registry& r) {
         [](Interp& in, Value x) {
           if (isPyObject(x)) {
             if (isRawObject(x)) return x;
-            InPython py(in);
+            ScriptPython py(in);
             return wrapObject(Ref::borrow(objectOf(x)).release(), true);
           }
-          InPython py(in);
+          ScriptPython py(in);
           return wrapObject(toPython(in, x).release(), true);
         },
         "X as a raw Python object: a Purple value is converted (a list to a Python list, a vector to a tuple, a "
@@ -343,7 +355,7 @@ void registerPython(Registry& r) {
         [](Interp& in, Value x) {
           PyObject* o = objectOf(x);
           if (!o) return x;
-          InPython py(in);
+          ScriptPython py(in);
           return fromPython(in, o, false);
         },
         "The Purple value of the Python object X, converted as results of converting handles are (lists, tuples, "
@@ -352,7 +364,7 @@ void registerPython(Registry& r) {
 
   r.def("py-equal?", "(a b)",
         [](Interp& in, Value a, Value b) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref x = pyValue(in, a), y = pyValue(in, b);
           int eq = PyObject_RichCompareBool(x.get(), y.get(), Py_EQ);
           if (eq < 0) throwPythonError("py-equal?");
@@ -361,28 +373,28 @@ void registerPython(Registry& r) {
         "A == B in Python (bool() of the result); either may be a Purple value, converted first.");
   r.def("py-is?", "(a b)",
         [](Interp& in, Value a, Value b) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref x = pyValue(in, a), y = pyValue(in, b);
           return x.get() == y.get();
         },
         "A is B in Python: the same Python object.");
   r.def("py-repr", "(x)",
         [](Interp& in, Value x) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, x);
           return stringResult(Ref(PyObject_Repr(o.get())), "py-repr");
         },
         "repr(X) in Python, a string.");
   r.def("py-str", "(x)",
         [](Interp& in, Value x) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, x);
           return stringResult(Ref(PyObject_Str(o.get())), "py-str");
         },
         "str(X) in Python, a string.");
   r.def("py-type-name", "(x)",
         [](Interp& in, Value x) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, x);
           return makeString(pythonTypeName(reinterpret_cast<PyObject*>(Py_TYPE(o.get()))));
         },
@@ -390,7 +402,7 @@ void registerPython(Registry& r) {
         "\"torch.nn.modules.linear.Linear\".");
   r.def("py-isinstance?", "(x class)",
         [](Interp& in, Value x, Value cls) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, x), c = pyValue(in, cls);
           int r = PyObject_IsInstance(o.get(), c.get());
           if (r < 0) throwPythonError("py-isinstance?");
@@ -399,14 +411,14 @@ void registerPython(Registry& r) {
         "isinstance(X, CLASS) in Python.");
   r.def("py-callable?", "(x)",
         [](Interp& in, Value x) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, x);
           return PyCallable_Check(o.get()) == 1;
         },
         "True if X is callable in Python.");
   r.def("py-dir", "(x)",
         [](Interp& in, Value x) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref o = pyValue(in, x);
           return resultOf(in, Ref(PyObject_Dir(o.get())), Value::f());
         },
@@ -414,7 +426,7 @@ void registerPython(Registry& r) {
 
   r.def("tensor->numpy", "(t)",
         [](Interp& in, const at::Tensor& t) {
-          InPython py(in);
+          ScriptPython py(in);
           return wrapObject(numpyFromTensor(t).release(), false);
         },
         "A numpy array sharing T's memory (T must be on the CPU; autograd does not follow into numpy).");
@@ -422,13 +434,13 @@ void registerPython(Registry& r) {
         [](Interp& in, Value array) -> at::Tensor {
           PyObject* a = objectOf(array);
           if (!a) throwTypeError("numpy->tensor", 1, "a numpy array (a py-object)", array);
-          InPython py(in);
+          ScriptPython py(in);
           return tensorFromNumpy(a);
         },
         "A tensor sharing the memory of the numpy ARRAY (torch.from_numpy).");
   r.def("py-tensors-shared?", "()",
         [](Interp& in) {
-          InPython py(in);
+          ScriptPython py(in);
           return tensorsShared();
         },
         "True when tensors cross to Python and back as the same at::Tensor (Python's torch runs on Purple's "
@@ -440,7 +452,7 @@ void registerPython(Registry& r) {
         [](Interp& in, Value e) {
           PyObject* exc = pythonExceptionOf(e);
           if (!exc) throwTypeError("python-error-exception", 1, "an error from Python", e);
-          InPython py(in);
+          ScriptPython py(in);
           return wrapObject(Ref::borrow(exc).release(), false);
         },
         "The Python exception object behind the error ERR.");
@@ -448,7 +460,7 @@ void registerPython(Registry& r) {
         [](Interp& in, Value e) {
           PyObject* exc = pythonExceptionOf(e);
           if (!exc) throwTypeError("python-error-type", 1, "an error from Python", e);
-          InPython py(in);
+          ScriptPython py(in);
           return makeString(pythonTypeName(reinterpret_cast<PyObject*>(Py_TYPE(exc))));
         },
         "The name of the Python exception's type behind ERR: \"ValueError\", \"torch.cuda.OutOfMemoryError\" ...");
@@ -456,7 +468,7 @@ void registerPython(Registry& r) {
         [](Interp& in, Value e) {
           PyObject* exc = pythonExceptionOf(e);
           if (!exc) throwTypeError("python-error-traceback", 1, "an error from Python", e);
-          InPython py(in);
+          ScriptPython py(in);
           Ref tb(PyException_GetTraceback(exc));
           return makeString(pythonTraceback(tb.get()));
         },
@@ -464,7 +476,7 @@ void registerPython(Registry& r) {
 
   r.def("dataset->py", "(dataset)",
         [](Interp& in, Value ds) {
-          InPython py(in);
+          ScriptPython py(in);
           Ref value = wrapPurpleValue(in, ds);
           Ref adapter = bridgeAttr("dataset_adapter");
           Ref r(PyObject_CallOneArg(adapter.get(), value.get()));
@@ -475,7 +487,7 @@ void registerPython(Registry& r) {
         "accepts), for torch.utils.data.DataLoader; a sample's list of fields becomes a tuple.");
   r.def("python-version", "()",
         [](Interp& in) {
-          InPython py(in);
+          ScriptPython py(in);
           return makeString(Py_GetVersion());
         },
         "The version of the Python running inside Purple, as sys.version gives it.");

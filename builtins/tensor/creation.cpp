@@ -31,6 +31,8 @@ template <> struct Convert<Data> {
 
 namespace {
 
+constexpr size_t kMaxDataDepth = 4096;   // dimensions of nested data (LibTorch's tensors have far fewer)
+
 size_t seqLength(Value v) {
   return v.is(Kind::Vector) ? v.as<Vector>()->extra : listLength(v);
 }
@@ -95,6 +97,7 @@ struct Flattener {
 
 // Data that holds tensors (a list of rows that are tensors, say) is stacked level by level.
 at::Tensor stackData(Value v, std::string_view who) {
+  if (stackNearlyFull()) throwError("recursion-error", std::string(who) + ": data nested too deeply");
   if (isTensor(v)) {
     if (!tensorOf(v).defined()) throwError("tensor-error", std::string(who) + ": a tensor in the data was already freed");
     return tensorOf(v);
@@ -152,6 +155,11 @@ at::Tensor tensorFromData(Value data, std::optional<at::ScalarType> dtype, std::
   f.who = who;
   for (Value cur = data; isSequence(cur);) {
     size_t n = seqLength(cur);
+    if (n == SIZE_MAX)
+      throwError("type-error", std::string(who) + ": tensor data must be proper lists, got an improper or circular one",
+                 cons(cur, Value::nil()));
+    // a list that is its own first element would go on forever
+    if (f.shape.size() >= kMaxDataDepth) throwError("recursion-error", std::string(who) + ": data nested too deeply (or circular)");
     f.shape.push_back(int64_t(n));
     if (n == 0) break;
     cur = cur.is(Kind::Vector) ? cur.as<Vector>()->items[0] : car(cur);

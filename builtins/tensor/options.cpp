@@ -135,6 +135,7 @@ IntList intSequence(Value v, const PrimitiveInfo* info, int i) {
 // The binder leaves undeclared keywords among the rest arguments; in a shape they can only be a
 // misspelt option, so say that rather than "expected an integer".
 static void rejectKeywords(Value rest, const PrimitiveInfo* info) {
+  if (!isList(rest)) return;   // circular or improper: the conversion after this names it
   for (Value p = rest; isPair(p); p = cdr(p)) {
     if (!isKeyword(car(p))) continue;
     std::string known;

@@ -166,7 +166,10 @@ void registerTensorShape(Registry& r) {
             ts.push_back(tensorOf(v));
           };
           Value l = rest.list;
-          if (isPair(l) && cdr(l).isNil() && (isPair(car(l)) || car(l).isNil())) l = car(l);   // one list of tensors
+          if (isPair(l) && cdr(l).isNil() && (isPair(car(l)) || car(l).isNil())) {   // one list of tensors
+            l = car(l);
+            if (!isList(l)) throwTypeError("tensor-meshgrid", 1, "a proper list of tensors", l);
+          }
           for (Value p = l; isPair(p); p = cdr(p)) add(car(p));
           for (auto& t : ts)
             if (t.dim() > 1) throwError("value-error", "tensor-meshgrid: every tensor must be 0-d or 1-d");

@@ -57,5 +57,60 @@ check "exit code" "$([ "$out" = 7 ]; echo $?)" "got '$out'"
 "$purple" "$tmp" > /dev/null 2> "$tmp/err"; status=$?
 check "a directory as the script is an error" "$([ $status = 1 ] && grep -q "directory" "$tmp/err"; echo $?)" "status $status: $(cat "$tmp/err")"
 
+# Backtraces (issue 11): the user's own file:line is always there, every frame of a nested call
+# is shown (proper tail calls replace their caller's frame, so the outer calls here are not tail
+# calls), library frames are marked [prelude], and the library's raisers (error, memq ...) are not.
+trace_has() {   # trace_has NAME FILE PATTERN
+  check "$1" "$(grep -q -- "$3" "$2"; echo $?)" "no /$3/ in: $(cat "$2")"
+}
+trace_lacks() {
+  check "$1" "$(! grep -q -- "$3" "$2"; echo $?)" "/$3/ in: $(cat "$2")"
+}
+prelude_marked() {   # every line naming a prelude file is marked as the library's
+  check "$1: prelude frames are marked" "$(! grep "prelude/" "$2" | grep -vq "\[prelude\]"; echo $?)" "$(cat "$2")"
+}
+cat > "$tmp/nested.purple" <<'P'
+(define (inner x)
+  (car x))
+(define (middle x)
+  (+ 1 (inner x)))
+(define (outer x)
+  (* 2 (middle x)))
+(display (outer 5))
+P
+"$purple" "$tmp/nested.purple" > /dev/null 2> "$tmp/err"
+for line in 2:3 4:8 6:8 7:10; do trace_has "nested call: frame at nested.purple:$line" "$tmp/err" "nested.purple:$line"; done
+cat > "$tmp/mnist.purple" <<'P'
+(define (load-data)
+  (let ((d (mnist-dataset :dir "/nope"))) d))
+(define data (vector (load-data)))
+P
+"$purple" "$tmp/mnist.purple" > /dev/null 2> "$tmp/err"
+trace_has "mnist-dataset with a missing dir: the error names the file" "$tmp/err" "/nope"
+trace_has "mnist-dataset: the user's call" "$tmp/err" "mnist.purple:2:12"
+trace_has "mnist-dataset: the user's outer call" "$tmp/err" "mnist.purple:3:22"
+prelude_marked "mnist-dataset" "$tmp/err"
+cat > "$tmp/fit.purple" <<'P'
+(define model (linear 3 1))
+(define opt (sgd (parameters model) :lr 0.1))
+(define data (data-loader (tensor-dataset (tensor-ones 4 5) (tensor-ones 4 1)) :batch-size 2))
+(define (train)
+  (let ((history (fit model opt mse-loss data :epochs 1 :verbose #f)))
+    history))
+(display (train))
+P
+"$purple" "$tmp/fit.purple" > /dev/null 2> "$tmp/err"
+trace_has "fit on data of the wrong width: a shape error" "$tmp/err" "cannot be multiplied"
+trace_has "fit: the user's call" "$tmp/err" "fit.purple:5:18"
+trace_has "fit: the user's outer call" "$tmp/err" "fit.purple:7:10"
+trace_lacks "fit: no raiser frames" "$tmp/err" "in \(error\|raise\|memq\|assq\) "
+prelude_marked "fit" "$tmp/err"
+sed -i 's/:epochs 1/:epoch 1/' "$tmp/fit.purple"
+"$purple" "$tmp/fit.purple" > /dev/null 2> "$tmp/err"
+trace_has "fit with a misspelt keyword" "$tmp/err" "unknown keyword.*:epoch"
+trace_has "fit with a misspelt keyword: the user's call" "$tmp/err" "fit.purple:5:18"
+trace_lacks "fit with a misspelt keyword: no raiser frames" "$tmp/err" "in \(error\|raise\|memq\|assq\) "
+prelude_marked "fit with a misspelt keyword" "$tmp/err"
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -81,6 +81,14 @@ class Basics(unittest.TestCase):
         with self.assertRaises(purple.Error) as c:
             q.eval('(open-input-file "/etc/passwd")')
         self.assertEqual(c.exception.kind, "file-error")
+        # Python has all of the process's rights: a sandboxed script cannot reach it
+        for code in ('(py-import "os")', '(py-attr (py-import "builtins") "open")'):
+            with self.assertRaises(purple.Error) as c:
+                q.eval(code)
+            self.assertIn("Python is disabled", str(c.exception))
+        # a Python function the host hands in can still be called
+        q.define("host-double", lambda x: 2 * x)
+        self.assertEqual(q.eval("(host-double 21)"), 42)
 
 
 class Errors(unittest.TestCase):

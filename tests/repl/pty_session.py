@@ -73,6 +73,34 @@ step("an endless loop starts", b"(let loop () (loop))\r", r"\(let loop \(\) \(lo
 time.sleep(0.5)
 step("Ctrl-C interrupts it", b"\x03", r"interrupted(.|\n)*" + PROMPT)
 step("the session goes on", b"(* 6 7)\r", r"\r\n42\r\n" + PROMPT)
+# Ctrl-C during a loop of big tensor operations: noticed at the next primitive call, not 1024
+# closure calls later (a loop of 2000x2000 products once ran on for minutes). The timeout is
+# generous: the test is that it stops and the session lives.
+step("a 1000x1000 matrix", b"(define m (tensor-ones 1000 1000))\r", PROMPT)
+step("a loop of matrix products starts", b"(let loop ((i 0)) (tensor-matmul m m) (loop (+ i 1)))\r",
+     r"\(loop \(\+ i 1\)\)\)\r\n")
+time.sleep(1.0)
+step("Ctrl-C interrupts the tensor loop", b"\x03", r"interrupted(.|\n)*" + PROMPT, timeout=60)
+step("the session goes on after it", b"(* 6 7)\r", r"\r\n42\r\n" + PROMPT)
+# The README's error examples, typed as the README shows them, print exactly what it shows.
+readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+examples = []
+with open(readme) as f:
+    lines = f.read().split("\n")
+for k, line in enumerate(lines):
+    if line.startswith("purple> ") and k + 1 < len(lines) and lines[k + 1].startswith("Error:"):
+        shown = []
+        for later in lines[k + 1:]:
+            if later.startswith("purple> ") or later.startswith("```"):
+                break
+            shown.append(later)
+        examples.append((line[len("purple> "):], shown))
+if not examples:
+    failures.append("README error examples")
+    print("FAIL: no error examples found in README.md")
+for code, shown in examples:
+    expect = r"\r\n" + r"\r\n".join(re.escape(x) for x in shown) + r"\r\n" + PROMPT
+    step(f"README example {code}", code.encode() + b"\r", expect)
 step("Ctrl-D inside a line does not leave", b"(- 5 1\x04", r"\(- 5 1")
 step("... and the line can be finished", b")\r", r"\r\n4\r\n" + PROMPT)
 # The prompt is printed before libedit puts the terminal back in raw mode; a ^D typed in that
