@@ -3,6 +3,7 @@
 #include "interp/numbers.hpp"
 #include "interp/tensor_hooks.hpp"
 #include <cctype>
+#include <limits>
 #include <vector>
 #include <gc/gc_allocator.h>
 
@@ -304,7 +305,13 @@ Value Reader::hashSyntax(int line, int col) {
     size_t save = pos_;
     int saveLine = line_, saveCol = col_;
     long n = 0;
-    while (std::isdigit(peek())) n = n * 10 + (next() - '0');
+    bool huge = false;   // more digits than a label can have (found by fuzz-reader)
+    while (std::isdigit(peek())) {
+      int d = next() - '0';
+      if (n > (std::numeric_limits<long>::max() - d) / 10) huge = true;
+      else n = n * 10 + d;
+    }
+    if (huge && (peek() == '=' || peek() == '#')) fail("datum label is too large", line, col);
     if (peek() == '=') {
       next();
       Value placeholder = makeBox(Value::f());
