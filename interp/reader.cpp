@@ -320,7 +320,8 @@ Value Reader::hashSyntax(int line, int col) {
       skipAtmosphere();
       if (peek() == -1) failEof("labelled datum", line, col);
       Value d = datum();
-      d = patchLabel(d, placeholder, d, 0);
+      std::unordered_set<const void*> seen;
+      d = patchLabel(d, placeholder, d, 0, seen);
       labels_[slot].second = d;
       return d;
     }
@@ -422,19 +423,22 @@ Value Reader::atom(int line, int col) {
   return intern(t);
 }
 
-Value Reader::patchLabel(Value x, Value placeholder, Value target, int depth) {
+Value Reader::patchLabel(Value x, Value placeholder, Value target, int depth,
+                         std::unordered_set<const void*>& seen) {
   if (x == placeholder) return target;
   if (depth > 100000) return x;
   if (isPair(x)) {
     for (Value p = x; isPair(p); p = cdr(p)) {
-      p.as<Pair>()->car = patchLabel(car(p), placeholder, target, depth + 1);
+      if (!seen.insert(p.as<Pair>()).second) break;
+      p.as<Pair>()->car = patchLabel(car(p), placeholder, target, depth + 1, seen);
       if (cdr(p) == placeholder) p.as<Pair>()->cdr = target;
-      else if (!isPair(cdr(p))) p.as<Pair>()->cdr = patchLabel(cdr(p), placeholder, target, depth + 1);
+      else if (!isPair(cdr(p))) p.as<Pair>()->cdr = patchLabel(cdr(p), placeholder, target, depth + 1, seen);
       if (cdr(p) == target) break;
     }
   } else if (x.is(Kind::Vector)) {
     auto* v = x.as<Vector>();
-    for (uint32_t i = 0; i < v->extra; i++) v->items[i] = patchLabel(v->items[i], placeholder, target, depth + 1);
+    if (!seen.insert(v).second) return x;
+    for (uint32_t i = 0; i < v->extra; i++) v->items[i] = patchLabel(v->items[i], placeholder, target, depth + 1, seen);
   }
   return x;
 }

@@ -5,6 +5,7 @@
 #include "interp/interp.hpp"
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 #include <gc/gc_allocator.h>
 
@@ -53,7 +54,9 @@ class Reader {
   bool incomplete_ = false;
   // datum labels #n= / #n#; placeholders are boxes patched once the labelled datum is read
   std::vector<std::pair<long, Value>, traceable_allocator<std::pair<long, Value>>> labels_;
-  Value patchLabel(Value x, Value placeholder, Value target, int depth);
+  // Replaces PLACEHOLDER by TARGET inside X. SEEN holds the pairs and vectors already walked:
+  // X may hold cycles already (an inner #n= datum), which a walk must not go round forever.
+  Value patchLabel(Value x, Value placeholder, Value target, int depth, std::unordered_set<const void*>& seen);
 };
 
 // Reads every datum of `text` (a whole file or REPL input).
