@@ -119,12 +119,12 @@ void registerDistDataParallel(Registry& r) {
           std::vector<at::Tensor> params = inner->parameters(true);
           // torch's _verify_param_shape_across_processes: the same model on every rank
           std::vector<int64_t> extra{int64_t(params.size())};
-          int64_t h = 0;
+          uint64_t h = 0;   // unsigned: the hash wraps (a signed overflow is undefined behaviour)
           for (auto& p : params) {
-            h = h * 31 + int64_t(p.scalar_type());
-            for (int64_t d : p.sizes()) h = h * 1000003 + d;
+            h = h * 31 + uint64_t(p.scalar_type());
+            for (int64_t d : p.sizes()) h = h * 1000003 + uint64_t(d);
           }
-          extra.push_back(h);
+          extra.push_back(int64_t(h));
           checkAgreement(*g, {Op::DataParallel, -1, -1, nullptr, extra}, who);
           std::vector<at::Tensor> state = params;
           for (auto& b : inner->buffers(true)) state.push_back(b);

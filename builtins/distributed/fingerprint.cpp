@@ -45,12 +45,12 @@ const char* reduceName(int64_t op) {
 void putTensor(int64_t* f, const at::Tensor& t) {
   f[FDtype] = int64_t(t.scalar_type());
   f[FNdim] = t.dim();
-  int64_t rest = 0;
+  uint64_t rest = 0;   // unsigned: the hash wraps (a signed overflow is undefined behaviour)
   for (int64_t d = 0; d < t.dim(); d++) {
     if (d < kMaxDims) f[FDim0 + d] = t.size(d);
-    else rest = rest * 1000003 + t.size(d);
+    else rest = rest * 1000003 + uint64_t(t.size(d));
   }
-  f[FNumel] = t.dim() > kMaxDims ? rest : t.numel();
+  f[FNumel] = t.dim() > kMaxDims ? int64_t(rest) : t.numel();
 }
 
 std::string describeTensor(const int64_t* f) {
@@ -153,10 +153,10 @@ void checkAgreement(Group& g, const Contribution& c, std::string_view who) {
   if (c.op == Op::DataParallel && !c.extra.empty()) f[FNumel] = c.extra[0];   // the parameter count
   bool pairwise = c.op == Op::AllToAll || c.op == Op::AllToAllSingle;
   f[FExtraCount] = int64_t(c.extra.size());
-  int64_t h = 0;
+  uint64_t h = 0;   // unsigned: the hash wraps
   if (!pairwise)
-    for (int64_t x : c.extra) h = h * 1000003 + x + 7;
-  f[FExtraHash] = h;
+    for (int64_t x : c.extra) h = h * 1000003 + uint64_t(x) + 7;
+  f[FExtraHash] = int64_t(h);
 
   std::vector<at::Tensor> all = allGatherSmall(g, fp, who);
   const int64_t* first = all[0].data_ptr<int64_t>();

@@ -274,9 +274,9 @@ void registerDistGroups(Registry& r) {
           std::string b = backend.isMissing() || backend.isFalse() ? w->backend : backendName(backend, who);
           Contribution c{Op::NewGroup};
           c.extra.push_back(int64_t(members.size()));
-          int64_t h = 0;
-          for (int m : members) h = h * 1000003 + m + 1;
-          c.extra.push_back(h);
+          uint64_t h = 0;   // unsigned: the hash wraps (a signed overflow is undefined behaviour)
+          for (int m : members) h = h * 1000003 + uint64_t(m) + 1;
+          c.extra.push_back(int64_t(h));
           checkAgreement(*w, c, who);
           return wrapGroup(newGroup(members, b, timeoutArg(timeout, w->timeout, who), who));
         },
