@@ -4,6 +4,10 @@
 # use, ranks that disagree on the world size or share a rank, a collective before dist-init.
 # Usage: launcher.sh PURPLE-RUN PURPLE
 set -u
+# Instrumented ranks (PURPLE_SANITIZED: cmake/sanitize_tests.cmake) start and stop two to five
+# times slower: every time bound below is scaled, as CTest's time limits are there.
+slow=1
+[ -n "${PURPLE_SANITIZED:-}" ] && slow=3
 run=$1
 purple=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -83,14 +87,14 @@ t0=$(now)
 t=$(elapsed $t0)
 check "rank 1 exits, the ranks waiting for it stop" "$([ $st = 3 ]; echo $?)" "status $st: $(cat "$tmp/err")"
 check "... naming rank 1" "$(has "$tmp/err" "rank 1 .*exited with status 3")" "$(cat "$tmp/err")"
-check "... within the stop timeout (5 s grace + 5 s after SIGTERM; took $t s)" "$(below "$t" 20)" "took $t s"
+check "... within the stop timeout (5 s grace + 5 s after SIGTERM; took $t s)" "$(below "$t" $((20 * slow)))" "took $t s"
 
 # ---- SIGKILL one of 3 ranks mid-epoch ----
 marker="$tmp/epoch0"
 "$run" --nproc-per-node 3 "$here/forever.purple" "$marker" > "$tmp/out" 2> "$tmp/err" &
 launcher=$!
 pids_to_kill+=($launcher)
-if wait_for_file "$marker" 120; then
+if wait_for_file "$marker" $((120 * slow)); then
   victim=$(rank_pid $launcher 1)
   survivors=$(ranks_of $launcher | grep -vx "$victim")
   t0=$(now)
@@ -103,7 +107,7 @@ if wait_for_file "$marker" 120; then
   check "the survivors fail on their own (not stopped by the launcher)" "$(! grep -q 'sending SIGTERM' "$tmp/err"; echo $?)" "$(cat "$tmp/err")"
   check "the survivors exit non-zero" "$([ "$(grep -c 'rank [02] (local rank [02], pid [0-9]*) exited with status 1' "$tmp/err")" = 2 ]; echo $?)" "$(cat "$tmp/err")"
   check "the survivors' errors name the dead rank" "$([ "$(grep -c 'lost the connection to another rank: rank 1 (local rank 1, pid [0-9]*) was killed by signal 9' "$tmp/err")" = 2 ]; echo $?)" "$(cat "$tmp/err")"
-  check "all within the documented timeout (10 s; took $t s)" "$(below "$t" 10)" "took $t s"
+  check "all within the documented timeout (10 s; took $t s)" "$(below "$t" $((10 * slow)))" "took $t s"
   alive=0; for p in $survivors; do kill -0 $p 2>/dev/null && alive=1; done
   check "no rank is left running" "$alive" "$survivors"
 else
@@ -115,7 +119,7 @@ marker="$tmp/epoch0-int"
 "$run" --nproc-per-node 2 "$here/forever.purple" "$marker" > /dev/null 2> "$tmp/err" &
 launcher=$!
 pids_to_kill+=($launcher)
-if wait_for_file "$marker" 120; then
+if wait_for_file "$marker" $((120 * slow)); then
   ranks=$(ranks_of $launcher)
   t0=$(now)
   kill -INT $launcher
@@ -153,20 +157,20 @@ kill $holder 2>/dev/null
 # ranks that disagree on the world size: both fail at once, naming the sizes
 port=$(free_port)
 t0=$(now)
-"${clean_env[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 RANK=0 timeout 60 "$purple" -e '(dist-init)' > /dev/null 2> "$tmp/ws0" &
+"${clean_env[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 RANK=0 timeout $((60 * slow)) "$purple" -e '(dist-init)' > /dev/null 2> "$tmp/ws0" &
 a=$!
-"${clean_env[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=3 RANK=1 timeout 60 "$purple" -e '(dist-init)' > /dev/null 2> "$tmp/ws1" &
+"${clean_env[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=3 RANK=1 timeout $((60 * slow)) "$purple" -e '(dist-init)' > /dev/null 2> "$tmp/ws1" &
 b=$!
 wait $a; sa=$?; wait $b; sb=$?
 t=$(elapsed $t0)
 check "mismatched world sizes: rank 0 fails" "$([ $sa = 1 ] && grep -q 'disagree on the world size' "$tmp/ws0"; echo $?)" "status $sa: $(cat "$tmp/ws0")"
 check "mismatched world sizes: rank 1 fails" "$([ $sb = 1 ] && grep -q 'rank 0 has WORLD_SIZE=2\|lost the connection to the store that rank 0 serves' "$tmp/ws1"; echo $?)" "status $sb: $(cat "$tmp/ws1")"
-check "... at once (took $t s, the timeout is 1800 s)" "$(below "$t" 30)" "took $t s"
+check "... at once (took $t s, the timeout is 1800 s)" "$(below "$t" $((30 * slow)))" "took $t s"
 
 # two processes with one RANK: the second to claim it is told so (the others are then stopped)
 port=$(free_port)
 for k in 0 1 1; do
-  "${clean_env[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=3 RANK=$k timeout 10 "$purple" -e '(dist-init)' > /dev/null 2>> "$tmp/dup" &
+  "${clean_env[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=3 RANK=$k timeout $((10 * slow)) "$purple" -e '(dist-init)' > /dev/null 2>> "$tmp/dup" &
 done
 wait
 check "two processes with RANK=1" "$(has "$tmp/dup" "two processes were started with RANK=1")" "$(cat "$tmp/dup")"
