@@ -6,6 +6,7 @@
 #include "interp/printer.hpp"
 #include "interp/reader.hpp"
 #include "interp/tensor_value.hpp"
+#include "tests/unit/big_stack.hpp"
 #include <gc/gc.h>
 #include <string>
 #include <vector>
@@ -102,24 +103,27 @@ TEST_CASE("printer: write and display") {
 
 TEST_CASE("evaluator: tail calls, closures, keywords, macros, errors") {
   interp();
-  CHECK(eval("(let loop ((i 0)) (if (= i 1000000) i (loop (+ i 1))))") == "1000000");
-  CHECK(eval("(define (make-counter) (let ((n 0)) (lambda () (set! n (+ n 1)) n)))"
-             "(define c (make-counter)) (c) (c)") == "2");
-  CHECK(eval("(define (kw x :key (scale 2)) (* x scale)) (list (kw 3) (kw 3 :scale 10))") == "(6 30)");
-  CHECK(eval("(define-syntax my-swap (syntax-rules () ((_ a b) (let ((tmp a)) (set! a b) (set! b tmp)))))"
-             "(define tmp 1) (define y 2) (my-swap tmp y) (list tmp y)") == "(2 1)");
-  CHECK(eval("(guard (e ((error-object? e) (error-object-message e))) (error \"boom\" 1))") == "\"boom\"");
-  CHECK(eval("(call/cc (lambda (k) (+ 1 (k 41))))") == "41");
-  CHECK(eval("(with-exception-handler (lambda (e) 10) (lambda () (+ 1 (raise-continuable 'c))))") == "11");
-  CHECK(eval("(define (deep n) (if (= n 0) 0 (+ 1 (deep (- n 1))))) (deep 10000)") == "10000");
-  Interp& in = interp();
-  InterpScope scope(&in);
-  CHECK_THROWS_AS(in.evalString("(car 1)"), PurpleException);
-  try {
-    in.evalString("(undefined-name)", "u.purple");
-  } catch (const PurpleException& e) {
-    CHECK(std::string(e.what()).find("unbound variable: undefined-name") != std::string::npos);
-  }
+  // (deep 10000) needs more than the main thread's 8 MB under AddressSanitizer
+  purple_test::onBigStack([] {
+    CHECK(eval("(let loop ((i 0)) (if (= i 1000000) i (loop (+ i 1))))") == "1000000");
+    CHECK(eval("(define (make-counter) (let ((n 0)) (lambda () (set! n (+ n 1)) n)))"
+               "(define c (make-counter)) (c) (c)") == "2");
+    CHECK(eval("(define (kw x :key (scale 2)) (* x scale)) (list (kw 3) (kw 3 :scale 10))") == "(6 30)");
+    CHECK(eval("(define-syntax my-swap (syntax-rules () ((_ a b) (let ((tmp a)) (set! a b) (set! b tmp)))))"
+               "(define tmp 1) (define y 2) (my-swap tmp y) (list tmp y)") == "(2 1)");
+    CHECK(eval("(guard (e ((error-object? e) (error-object-message e))) (error \"boom\" 1))") == "\"boom\"");
+    CHECK(eval("(call/cc (lambda (k) (+ 1 (k 41))))") == "41");
+    CHECK(eval("(with-exception-handler (lambda (e) 10) (lambda () (+ 1 (raise-continuable 'c))))") == "11");
+    CHECK(eval("(define (deep n) (if (= n 0) 0 (+ 1 (deep (- n 1))))) (deep 10000)") == "10000");
+    Interp& in = interp();
+    InterpScope scope(&in);
+    CHECK_THROWS_AS(in.evalString("(car 1)"), PurpleException);
+    try {
+      in.evalString("(undefined-name)", "u.purple");
+    } catch (const PurpleException& e) {
+      CHECK(std::string(e.what()).find("unbound variable: undefined-name") != std::string::npos);
+    }
+  });
 }
 
 TEST_CASE("evaluator: recursion beyond the depth limit is a Purple error") {
