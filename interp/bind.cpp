@@ -5,6 +5,7 @@
 #include "interp/numbers.hpp"
 #include "interp/printer.hpp"
 #include "interp/reader.hpp"
+#include "interp/sandbox.hpp"
 #include <cmath>
 #include <mutex>
 
@@ -328,6 +329,145 @@ void rethrowForeign(const PrimitiveInfo* info) {
   } catch (const std::exception& e) {
     fail("error", e.what());
   }
+}
+
+}  // namespace purple
+
+// ---- sandbox rules (interp/sandbox.hpp): declared beside each registration, checked here ----
+
+namespace purple {
+
+namespace {
+
+// A guarded builtin's entry: a copy of its info (so help, signatures and families read the
+// same), the original entry, and the rule. The original runs with its own info, so its argument
+// errors name its parameters as before.
+struct GuardedInfo : PrimitiveInfo {
+  PrimitiveInfo* original = nullptr;
+  PrimFn inner = nullptr;
+  SandboxRule rule;
+};
+
+uint8_t allowedNeeds(const Interp& in) {
+  return uint8_t((in.limits.allowFiles ? Needs::Files : 0) | (in.limits.allowProcess ? Needs::Process : 0) |
+                 (in.limits.allowEnvironment ? Needs::Environment : 0));
+}
+
+Value guardedCall(Interp& in, Value* argv, int argc, PrimitiveInfo* info) {
+  auto* g = static_cast<GuardedInfo*>(info);
+  if (g->rule.needs & ~allowedNeeds(in)) checkSandboxNeeds(in, g->rule);
+  return g->inner(in, argv, argc, g->original);
+}
+
+std::mutex gRulesLock;
+std::vector<SandboxRule>& rules() {
+  static auto* v = new std::vector<SandboxRule>();
+  return *v;
+}
+
+Primitive* primitiveNamed(Registry& r, std::string_view name) {
+  Value v = r.interp().lookupGlobal(name);
+  if (!v.is(Kind::Primitive)) throw std::logic_error("sandbox rule for " + std::string(name) + ", which is not a builtin");
+  return v.as<Primitive>();
+}
+
+void remember(SandboxRule rule) {
+  std::lock_guard<std::mutex> lock(gRulesLock);
+  for (const SandboxRule& known : rules())
+    if (known.name == rule.name) return;   // declared by an earlier interpreter
+  rules().push_back(std::move(rule));
+}
+
+void record(Registry& r, SandboxRule rule) {
+  Primitive* p = primitiveNamed(r, rule.name);
+  rule.family = p->info->family;
+  if (rule.kind == SandboxKind::Refused) {
+    if (rule.needs == 0) throw std::logic_error("sandbox rule for " + rule.name + " refuses nothing");
+    if (p->fn == &guardedCall) throw std::logic_error("two sandbox rules for " + rule.name);
+    auto* g = new GuardedInfo();
+    static_cast<PrimitiveInfo&>(*g) = *p->info;
+    g->original = p->info;
+    g->inner = p->fn;
+    g->rule = rule;
+    p->info = g;
+    p->fn = &guardedCall;
+    // The evaluator calls an unboxed-tensor builtin's tensorInvoke directly: keep it on the
+    // guarded entry instead.
+    p->flags &= uint8_t(~kPrimUnboxedTensor);
+    g->tensorInvoke = nullptr;
+    g->inPlace = nullptr;
+  }
+  remember(std::move(rule));
+}
+
+}  // namespace
+
+void sandbox(Registry& r, std::string_view name, uint8_t needs, std::string_view touches) {
+  sandbox(r, name, needs, touches, {}, {});
+}
+
+void sandbox(Registry& r, std::string_view name, uint8_t needs, std::string_view touches,
+             std::string_view errorKind, std::string_view errorText) {
+  SandboxRule rule;
+  rule.name = std::string(name);
+  rule.kind = SandboxKind::Refused;
+  rule.needs = needs;
+  rule.touches = std::string(touches);
+  rule.errorKind = std::string(errorKind);
+  rule.errorText = std::string(errorText);
+  record(r, std::move(rule));
+}
+
+void sandboxConditional(Registry& r, std::string_view name, std::string_view touches, std::string_view how) {
+  SandboxRule rule;
+  rule.name = std::string(name);
+  rule.kind = SandboxKind::Conditional;
+  rule.touches = std::string(touches);
+  rule.how = std::string(how);
+  record(r, std::move(rule));
+}
+
+void sandboxAllowed(Registry& r, std::string_view name, std::string_view touches, std::string_view why) {
+  SandboxRule rule;
+  rule.name = std::string(name);
+  rule.kind = SandboxKind::Allowed;
+  rule.touches = std::string(touches);
+  rule.how = std::string(why);
+  record(r, std::move(rule));
+}
+
+void sandboxSyntax(std::string_view name, std::string_view touches, std::string_view how) {
+  SandboxRule rule;
+  rule.name = std::string(name);
+  rule.family = "syntax";
+  rule.kind = SandboxKind::Conditional;
+  rule.touches = std::string(touches);
+  rule.how = std::string(how);
+  remember(std::move(rule));
+}
+
+std::vector<SandboxRule> sandboxRules() {
+  std::lock_guard<std::mutex> lock(gRulesLock);
+  return rules();
+}
+
+bool findSandboxRule(std::string_view name, SandboxRule& out) {
+  std::lock_guard<std::mutex> lock(gRulesLock);
+  for (const SandboxRule& r : rules())
+    if (r.name == name) {
+      out = r;
+      return true;
+    }
+  return false;
+}
+
+void checkSandboxNeeds(Interp& in, const SandboxRule& rule) {
+  uint8_t missing = uint8_t(rule.needs & ~allowedNeeds(in));
+  if (!missing) return;
+  if (!rule.errorKind.empty()) throwError(rule.errorKind, rule.errorText);
+  if (missing & Needs::Files) throwError("file-error", rule.name + ": file access is disabled in this interpreter");
+  if (missing & Needs::Process) throwError("error", rule.name + ": process access is disabled in this interpreter");
+  throwError("error", rule.name + ": environment access is disabled in this interpreter");
 }
 
 }  // namespace purple

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -378,8 +379,12 @@ void registerAutograd(Registry& r) {
         "(call-with-grad-enabled flag thunk): calls THUNK with gradient recording on (FLAG true) or "
         "off, restoring the previous mode afterwards, also on errors. no-grad, enable-grad and "
         "with-grad are the syntax for it.");
+  sandboxAllowed(r, "call-with-grad-enabled", "thread state: grad mode",
+               "LibTorch keeps it per thread and the builtin restores it");
   r.def("set-grad-enabled!", "(flag)", [](bool flag) { at::GradMode::set_enabled(flag); },
         "Turns gradient recording on or off for this thread until changed again.");
+  sandboxAllowed(r, "set-grad-enabled!", "thread state: grad mode",
+               "per thread (the interpreter's own)");
   r.def("grad-enabled?", "()", []() { return at::GradMode::is_enabled(); },
         "True when operations on tensors that require grad are being recorded.");
   r.def("call-with-inference-mode", "(flag thunk)",
@@ -390,6 +395,8 @@ void registerAutograd(Registry& r) {
         "(call-with-inference-mode flag thunk): calls THUNK in inference mode (FLAG true): no "
         "recording and no version counting, faster than no-grad; tensors made inside can never be "
         "used in autograd later. The inference-mode syntax uses it.");
+  sandboxAllowed(r, "call-with-inference-mode", "thread state: inference mode",
+               "per thread, restored on exit");
   r.def("inference-mode?", "()", []() { return c10::InferenceMode::is_enabled(); },
         "True inside inference-mode.");
   r.def("set-detect-anomaly!", "(flag :key (check-nan #t))",
@@ -399,8 +406,11 @@ void registerAutograd(Registry& r) {
         },
         "Turns autograd anomaly detection on or off: when on, a backward function that produces NaN "
         "raises an error naming it (unless :check-nan #f). Slows backward down.");
+  sandbox(r, "set-detect-anomaly!", Needs::Process, "global settings: autograd anomaly mode");
   r.def("detect-anomaly?", "()", []() { return ag::AnomalyMode::is_enabled(); },
         "True when autograd anomaly detection is on.");
+  sandboxAllowed(r, "detect-anomaly?", "global settings: autograd anomaly mode",
+               "reads it; changes nothing");
   r.def("call-with-detect-anomaly", "(flag thunk :key (check-nan #t))",
         [](Interp& in, bool flag, Procedure thunk, bool checkNan) {
           struct Restore {
@@ -412,6 +422,7 @@ void registerAutograd(Registry& r) {
         },
         "(call-with-detect-anomaly flag thunk): calls THUNK with anomaly detection on (FLAG true) or "
         "off, then restores the previous setting. The with-detect-anomaly syntax uses it.");
+  sandbox(r, "call-with-detect-anomaly", Needs::Process, "global settings: autograd anomaly mode, process-wide while the thunk runs");
 
   // ---- hooks ----
   r.def("tensor-register-hook", "(x proc)",

@@ -32,6 +32,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 namespace dataload {
@@ -678,6 +679,8 @@ void registerData(Registry& r) {
         "Makes the C++ batch source behind a data loader over a tensor-dataset: TENSORS share "
         "dim 0; SPEC is the transform spec applied to the first field; PREFETCH is how many "
         "batches a background thread prepares ahead (0: none).");
+  sandboxAllowed(r, "%make-batcher", "threads: data-loader :workers threads",
+               "the threads only cut batches of tensors already in memory and end with their pass");
   r.def("%batcher-length", "(batcher)",
         [](Value b) { return foreignArg<BatcherBox>(b, "tensor-batcher", "%batcher-length", 1)->batcher->batches(); },
         "Number of batches one pass of BATCHER yields.");
@@ -763,6 +766,7 @@ void registerData(Registry& r) {
         "Renames the file OLD to NEW, replacing NEW atomically when it exists (POSIX rename). "
         "Writing a temporary file and renaming it over the real one is how fit writes its "
         "checkpoints.");
+  sandbox(r, "rename-file", Needs::Files, "files: renames a path");
   r.def("create-directory", "(path :key (parents #t))",
         [](std::string path, bool parents) {
           requireFileAccess("create-directory");
@@ -780,10 +784,15 @@ void registerData(Registry& r) {
         },
         "Creates the directory PATH (and, unless :parents #f, its missing parents); an existing "
         "directory is fine.");
+  sandbox(r, "create-directory", Needs::Files, "files: makes directories");
   r.def("cpu-count", "()", []() { return int64_t(std::max(1u, std::thread::hardware_concurrency())); },
         "The number of processors (hardware threads) this process may use, e.g. for (set-num-threads! (cpu-count)).");
+  sandboxAllowed(r, "cpu-count", "the process: the number of cores",
+               "reads a number; changes nothing");
   r.def("terminal-output?", "()", []() { return bool(isatty(STDOUT_FILENO)); },
         "True when standard output is a terminal (fit shows its progress bar only then).");
+  sandboxAllowed(r, "terminal-output?", "ports: whether standard output is a terminal",
+               "reads a flag; changes nothing");
 }
 
 }  // namespace purple

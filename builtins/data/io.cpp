@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 namespace dataload {
@@ -226,6 +227,7 @@ void registerDataIO(Registry& r) {
         "into a tensor of the file's element type and shape: uint8 (N 28 28) for image files, "
         "uint8 (N) for label files. A bad magic number, a size that does not match the header, "
         "or truncated gzip data raise a data-error; a missing file raises a file-error.");
+  sandbox(r, "load-idx", Needs::Files, "files: reads an IDX (MNIST) file");
   r.def("load-csv", "(path :key header columns (delimiter \",\") dtype (skip 0))",
         [](std::string path, bool header, Value columns, std::string delimiter,
            std::optional<at::ScalarType> dtype, int64_t skip) {
@@ -237,6 +239,7 @@ void registerDataIO(Registry& r) {
         ":delimiter is one character (default \",\"); :skip drops that many leading lines. Empty "
         "lines are ignored; empty, NA and nan fields read as NaN; anything else that is not a "
         "number is a data-error naming the line and column.");
+  sandbox(r, "load-csv", Needs::Files, "files: reads a CSV file");
 }
 
 }  // namespace purple

@@ -6,6 +6,7 @@
 #include <zlib.h>
 #include <cstdint>
 #include <string>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -151,6 +152,7 @@ void registerImages(Registry& r) {
           writeFileAtomically(path, png.data(), png.size(), "save-png");
         },
         "Writes IMAGE (as tensor->png takes it) to the PNG file PATH, atomically.");
+  sandbox(r, "save-png", Needs::Files, "files: writes a PNG file");
   r.def("image-grid", "(images :key (columns 8) (padding 2) (fill 0.0) (normalize #f))",
         [](Interp& in, Value images, int64_t columns, int64_t padding, double fill, bool normalize) {
           if (columns < 1) throwError("type-error", "image-grid: :columns must be at least 1");

@@ -11,6 +11,7 @@
 #include "builtins/builtins.hpp"
 #include "interp/tensor_value.hpp"
 #include <atomic>
+#include "interp/sandbox.hpp"
 
 namespace purple::dist {
 
@@ -546,23 +547,27 @@ void registerDistCollectives(Registry& r) {
         "Reduces T across the ranks of :group (default: the world) and leaves the result in T on every rank; returns "
         "T. :op is 'sum (default), 'avg, 'product, 'min, 'max (or 'band 'bor 'bxor on integers). :async #t returns a "
         "handle for dist-wait instead of blocking.");
+  sandbox(r, "dist-all-reduce!", Needs::Process, "network: a collective on the process's group");
   r.def("dist-all-reduce", "(t :key op group async)",
         [](Interp& in, Value t, Value op, Value group, bool async) {
           return allReduce(in, t, op, group, async, false, "dist-all-reduce");
         },
         "Like dist-all-reduce!, but returns the reduction in a new tensor and leaves T as it was.");
+  sandbox(r, "dist-all-reduce", Needs::Process, "network: a collective on the process's group");
   r.def("dist-broadcast!", "(t :key (src 0) group async)",
         [](Interp& in, Value t, int64_t src, Value group, bool async) {
           return broadcast(in, t, src, group, async, true, "dist-broadcast!");
         },
         "Copies rank :src's T (default rank 0) into T on every rank of :group; returns T. Every rank passes a tensor "
         "of the same dtype and shape.");
+  sandbox(r, "dist-broadcast!", Needs::Process, "network: a collective on the process's group");
   r.def("dist-broadcast", "(t :key (src 0) group async)",
         [](Interp& in, Value t, int64_t src, Value group, bool async) {
           return broadcast(in, t, src, group, async, false, "dist-broadcast");
         },
         "Like dist-broadcast!, but returns rank :src's tensor as a new tensor (T only gives the shape and dtype on "
         "the other ranks) and leaves T as it was.");
+  sandbox(r, "dist-broadcast", Needs::Process, "network: a collective on the process's group");
   r.def("dist-reduce!", "(t :key (dst 0) op group async)",
         [](Interp& in, Value t, int64_t dst, Value op, Value group, bool async) {
           return reduce(in, t, dst, op, group, async, "dist-reduce!");
@@ -570,44 +575,52 @@ void registerDistCollectives(Registry& r) {
         "Reduces T across the ranks of :group into T on rank :dst (default 0); returns T. On the other ranks T's "
         "contents are unspecified afterwards (Gloo uses them as scratch space), as with torch.distributed.reduce. "
         ":op as for dist-all-reduce!.");
+  sandbox(r, "dist-reduce!", Needs::Process, "network: a collective on the process's group");
   r.def("dist-all-gather", "(t :key group async)",
         [](Interp& in, Value t, Value group, bool async) {
           return allGather(in, Value::missing(), t, group, async, "dist-all-gather");
         },
         "The list of every rank's T, in group-rank order, on every rank of :group. All ranks pass tensors of one "
         "dtype and shape; (tensor-cat (dist-all-gather t)) concatenates them.");
+  sandbox(r, "dist-all-gather", Needs::Process, "network: a collective on the process's group");
   r.def("dist-all-gather!", "(outs t :key group async)",
         [](Interp& in, Value outs, Value t, Value group, bool async) {
           return allGather(in, outs, t, group, async, "dist-all-gather!");
         },
         "Fills OUTS, a list of one tensor per rank shaped like T, with every rank's T; returns OUTS.");
+  sandbox(r, "dist-all-gather!", Needs::Process, "network: a collective on the process's group");
   r.def("dist-gather", "(t :key (dst 0) group async)",
         [](Interp& in, Value t, int64_t dst, Value group, bool async) {
           return gather(in, Value::missing(), t, dst, group, async, "dist-gather");
         },
         "On rank :dst (default 0), the list of every rank's T in group-rank order; #f on the other ranks.");
+  sandbox(r, "dist-gather", Needs::Process, "network: a collective on the process's group");
   r.def("dist-gather!", "(outs t :key (dst 0) group async)",
         [](Interp& in, Value outs, Value t, int64_t dst, Value group, bool async) {
           return gather(in, outs, t, dst, group, async, "dist-gather!");
         },
         "Like dist-gather, into OUTS (a list of one tensor per rank) on rank :dst; the other ranks pass #f.");
+  sandbox(r, "dist-gather!", Needs::Process, "network: a collective on the process's group");
   r.def("dist-scatter!", "(out tensors :key (src 0) group async)",
         [](Interp& in, Value out, Value tensors, int64_t src, Value group, bool async) {
           return scatter(in, out, tensors, src, group, async, "dist-scatter!");
         },
         "Rank :src (default 0) gives TENSORS, one per rank of :group; every rank receives its own in OUT (shaped like "
         "each of them) and gets OUT back. The other ranks pass #f for TENSORS.");
+  sandbox(r, "dist-scatter!", Needs::Process, "network: a collective on the process's group");
   r.def("dist-reduce-scatter", "(tensors :key op group async)",
         [](Interp& in, Value tensors, Value op, Value group, bool async) {
           return reduceScatter(in, Value::missing(), tensors, op, group, async, "dist-reduce-scatter");
         },
         "Each rank gives TENSORS, one per rank of :group; rank k gets the reduction (:op, default 'sum) of every "
         "rank's k-th tensor, as a new tensor.");
+  sandbox(r, "dist-reduce-scatter", Needs::Process, "network: a collective on the process's group");
   r.def("dist-reduce-scatter!", "(out tensors :key op group async)",
         [](Interp& in, Value out, Value tensors, Value op, Value group, bool async) {
           return reduceScatter(in, out, tensors, op, group, async, "dist-reduce-scatter!");
         },
         "Like dist-reduce-scatter, into OUT; returns OUT.");
+  sandbox(r, "dist-reduce-scatter!", Needs::Process, "network: a collective on the process's group");
   r.def("dist-all-to-all", "(tensors :key group async)",
         [](Interp& in, Value tensors, Value group, bool async) {
           return allToAll(in, Value::missing(), tensors, group, async, "dist-all-to-all");
@@ -615,11 +628,13 @@ void registerDistCollectives(Registry& r) {
         "Each rank gives TENSORS, one per rank of :group, and sends its k-th to rank k; returns the list of tensors "
         "received, in group-rank order, each shaped like the tensor this rank sent to that rank (use "
         "dist-all-to-all! when the shapes differ).");
+  sandbox(r, "dist-all-to-all", Needs::Process, "network: a collective on the process's group");
   r.def("dist-all-to-all!", "(outs tensors :key group async)",
         [](Interp& in, Value outs, Value tensors, Value group, bool async) {
           return allToAll(in, outs, tensors, group, async, "dist-all-to-all!");
         },
         "Like dist-all-to-all, receiving into OUTS (one tensor per rank, any shapes with the right sizes); returns OUTS.");
+  sandbox(r, "dist-all-to-all!", Needs::Process, "network: a collective on the process's group");
   r.def("dist-all-to-all-single", "(t :key output-split-sizes input-split-sizes group async)",
         [](Interp& in, Value t, std::optional<IntList> outSplits, std::optional<IntList> inSplits, Value group,
            bool async) {
@@ -628,20 +643,24 @@ void registerDistCollectives(Registry& r) {
         "Splits T along dim 0 into one block per rank (equal blocks, or the row counts :input-split-sizes), sends "
         "block k to rank k, and returns the blocks received concatenated along dim 0 (:output-split-sizes gives "
         "their row counts when they are uneven).");
+  sandbox(r, "dist-all-to-all-single", Needs::Process, "network: a collective on the process's group");
   r.def("dist-barrier", "(:key group async)",
         [](Interp& in, Value group, bool async) { return barrier(in, group, async, "dist-barrier"); },
         "Waits until every rank of :group has reached the barrier.");
+  sandbox(r, "dist-barrier", Needs::Process, "network: a collective on the process's group");
   r.def("dist-send", "(t dst :key (tag 0) group async)",
         [](Interp& in, Value t, int64_t dst, int64_t tag, Value group, bool async) {
           return send(in, t, dst, tag, group, async, "dist-send");
         },
         "Sends T to world rank DST, which receives it with dist-recv! (same :tag, default 0).");
+  sandbox(r, "dist-send", Needs::Process, "network: a collective on the process's group");
   r.def("dist-recv!", "(t :key src (tag 0) group async)",
         [](Interp& in, Value t, std::optional<int64_t> src, int64_t tag, Value group, bool async) {
           return recv(in, t, src, tag, group, async, "dist-recv!");
         },
         "Receives a tensor sent with dist-send into T (same dtype and shape) from world rank :src, or from any rank "
         "when :src is not given; returns the sender's rank.");
+  sandbox(r, "dist-recv!", Needs::Process, "network: a collective on the process's group");
 }
 
 }  // namespace purple

@@ -13,6 +13,7 @@
 #include "interp/tensor_value.hpp"
 #include <torch/nn/module.h>
 #include <ATen/core/grad_mode.h>
+#include "interp/sandbox.hpp"
 
 namespace purple::dist {
 
@@ -143,6 +144,7 @@ void registerDistDataParallel(Registry& r) {
         "schedulers, clipping, fit, save-state-dict and load-state-dict! work on it as on the model. "
         ":broadcast-buffers #f stops the per-forward copy of rank 0's buffers. Parameters that get no gradient on a "
         "rank contribute zeros. Use (no-sync model thunk) to accumulate gradients locally.");
+  sandbox(r, "distributed-data-parallel", Needs::Process, "network: all-reduces gradients on every backward");
   r.def("ddp-module", "(ddp)",
         [](Value v) { return wrapModule(dataParallelArg(v, "ddp-module", 1)->inner); },
         "The model that DDP (made by distributed-data-parallel) wraps (torch's ddp.module).");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include "interp/sandbox.hpp"
 
 namespace purple::dist {
 
@@ -206,9 +207,13 @@ void registerDistGroups(Registry& r) {
         "of the same dtype and shape and raise a clear error otherwise (:check-collectives #f skips that exchange). "
         "Misconfiguration (a missing variable, a port in use, ranks that disagree on the world size) is an error "
         "at once, not a hang.");
+  sandbox(r, "dist-init", Needs::Process, "network: joins a process group (TCP, Gloo)",
+        "dist-error", "dist-init: distributed training is disabled in this interpreter (its limits forbid process and network access)");
 
   r.def("dist-initialized?", "()", []() { return initialized(); },
         "True once dist-init has joined the default process group (and dist-destroy has not left it).");
+  sandboxAllowed(r, "dist-initialized?", "network: the process group",
+               "reads a flag");
   r.def("dist-available?", "()", []() { return true; },
         "True when this Purple has distributed training (c10d with Gloo).");
   r.def("dist-nccl-available?", "()", []() { return ncclAvailable(); },
@@ -217,9 +222,13 @@ void registerDistGroups(Registry& r) {
   r.def("dist-rank", "(:optional group)",
         [](Value group) { return int64_t(groupArg(group, "dist-rank", false)->rank); },
         "This process's rank in GROUP (default: the world), from 0; -1 when it is not a member of GROUP.");
+  sandboxAllowed(r, "dist-rank", "network: the process group",
+               "reads a number");
   r.def("dist-world-size", "(:optional group)",
         [](Value group) { return int64_t(groupArg(group, "dist-world-size", false)->size); },
         "The number of ranks in GROUP (default: the world).");
+  sandboxAllowed(r, "dist-world-size", "network: the process group",
+               "reads a number");
   r.def("dist-local-rank", "()",
         []() -> int64_t {
           if (initialized()) return world().localRank;
@@ -228,6 +237,7 @@ void registerDistGroups(Registry& r) {
         },
         "This process's rank among the ranks on its machine (LOCAL_RANK; 0 when not set): the index of the GPU "
         "it should use. Works before dist-init too.");
+  sandbox(r, "dist-local-rank", Needs::Environment, "the environment: LOCAL_RANK");
   r.def("dist-local-world-size", "()",
         []() -> int64_t {
           if (initialized()) return world().localWorldSize;
@@ -235,6 +245,7 @@ void registerDistGroups(Registry& r) {
           return v ? std::atoll(v) : 1;
         },
         "The number of ranks on this machine (LOCAL_WORLD_SIZE; 1 when not set).");
+  sandbox(r, "dist-local-world-size", Needs::Environment, "the environment: LOCAL_WORLD_SIZE");
   r.def("dist-backend", "(:optional group)",
         [](Value group) { return intern(groupArg(group, "dist-backend", false)->backend); },
         "The backend of GROUP (default: the world): gloo or nccl.");
@@ -284,6 +295,7 @@ void registerDistGroups(Registry& r) {
         "same order and with the same RANKS, members or not (as torch.distributed.new_group); a process outside "
         "RANKS gets a group it cannot use. Collectives take the group with :group; :src and :dst stay world ranks. "
         ":backend defaults to the world's, :timeout (seconds) too.");
+  sandbox(r, "dist-new-group", Needs::Process, "network: makes a process group");
 
   r.def("dist-destroy", "()",
         []() {
@@ -291,6 +303,7 @@ void registerDistGroups(Registry& r) {
         },
         "Leaves every process group (waiting for their pending work) and closes the store; dist-init may then be "
         "called again. Groups made before are unusable afterwards.");
+  sandbox(r, "dist-destroy", Needs::Process, "network: tears down the process's groups");
 }
 
 }  // namespace purple

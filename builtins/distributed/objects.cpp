@@ -8,6 +8,7 @@
 #include "interp/tensor_value.hpp"
 #include <algorithm>
 #include <cstring>
+#include "interp/sandbox.hpp"
 
 namespace purple::dist {
 
@@ -234,25 +235,31 @@ void registerDistObjects(Registry& r) {
         "Returns rank :src's VALUE (default rank 0) on every rank of :group: any data Purple can send (numbers, "
         "strings, symbols, lists, vectors, hash tables, tensors ...). The other ranks' VALUE is ignored. For "
         "configurations and decisions: (dist-broadcast-object (and (= (dist-rank) 0) (load-config)))");
+  sandbox(r, "dist-broadcast-object", Needs::Process, "network: sends or receives objects");
   r.def("dist-all-gather-object", "(value :key group)",
         [](Value v, Value group) { return allGatherObject(v, group, "dist-all-gather-object"); },
         "The list of every rank's VALUE, in group-rank order, on every rank of :group: metrics, counts, "
         "early-stop votes.");
+  sandbox(r, "dist-all-gather-object", Needs::Process, "network: sends or receives objects");
   r.def("dist-gather-object", "(value :key (dst 0) group)",
         [](Value v, int64_t dst, Value group) { return gatherObject(v, dst, group, "dist-gather-object"); },
         "On rank :dst (default 0), the list of every rank's VALUE in group-rank order; #f on the other ranks.");
+  sandbox(r, "dist-gather-object", Needs::Process, "network: sends or receives objects");
   r.def("dist-scatter-object", "(values :key (src 0) group)",
         [](Value values, int64_t src, Value group) { return scatterObject(values, src, group, "dist-scatter-object"); },
         "Rank :src gives VALUES, a list of one value per rank of :group; every rank returns its own. The other "
         "ranks pass anything (#f).");
+  sandbox(r, "dist-scatter-object", Needs::Process, "network: sends or receives objects");
   r.def("dist-send-object", "(value dst :key (tag 0) group)",
         [](Value v, int64_t dst, int64_t tag, Value group) { return sendObject(v, dst, tag, group, "dist-send-object"); },
         "Sends VALUE to world rank DST, which receives it with dist-recv-object (same :tag).");
+  sandbox(r, "dist-send-object", Needs::Process, "network: sends or receives objects");
   r.def("dist-recv-object", "(:key src (tag 0) group)",
         [](std::optional<int64_t> src, int64_t tag, Value group) {
           return recvObject(src, tag, group, "dist-recv-object");
         },
         "Receives a value sent with dist-send-object from world rank :src (any rank when not given) and returns it.");
+  sandbox(r, "dist-recv-object", Needs::Process, "network: sends or receives objects");
 }
 
 }  // namespace purple

@@ -11,6 +11,7 @@
 #include "builtins/nn/value.hpp"
 #include "interp/tensor_value.hpp"
 #include <cstring>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -125,6 +126,7 @@ void registerNumpy(Registry& r) {
         },
         "Reads a NumPy .npy file (np.save) as a tensor of the same shape and dtype (float16/32/64, int8/16/32/64, "
         "uint8, bool, complex64/128; C or Fortran order; either byte order).");
+  sandbox(r, "load-npy", Needs::Files, "files: reads a .npy file");
   r.def("save-npy", "(tensor path)",
         [](const at::Tensor& t, std::string path) {
           refuseSafetensorsPath("save-npy", path);
@@ -138,6 +140,7 @@ void registerNumpy(Registry& r) {
         },
         "Writes TENSOR to PATH as a NumPy .npy file, atomically: np.load(PATH) reads it. (NumPy has no bfloat16: "
         "convert such tensors first.)");
+  sandbox(r, "save-npy", Needs::Files, "files: writes a .npy file");
   r.def("load-npz", "(path)",
         [](Interp& in, std::string path) {
           requireFileAccess("load-npz");
@@ -159,6 +162,7 @@ void registerNumpy(Registry& r) {
           });
         },
         "Reads a NumPy .npz archive (np.savez or np.savez_compressed) as a hash table of name -> tensor.");
+  sandbox(r, "load-npz", Needs::Files, "files: reads a .npz file");
   r.def("save-npz", "(arrays path :key (compressed #f))",
         [](Value arrays, std::string path, bool compressed) {
           auto entries = isModule(arrays) ? moduleStateDict(*moduleArg(arrays, "save-npz", 1)) : stateDictFromValue(arrays, "save-npz");
@@ -178,6 +182,7 @@ void registerNumpy(Registry& r) {
         "Writes ARRAYS (a hash table or alist of name -> tensor, or a module's state dict) to PATH as a NumPy .npz "
         "archive, atomically: np.load(PATH)[name] reads each. :compressed #t deflates each array, as "
         "np.savez_compressed does.");
+  sandbox(r, "save-npz", Needs::Files, "files: writes a .npz file");
 }
 
 }  // namespace purple

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -190,6 +191,7 @@ void registerSafetensors(Registry& r) {
         "file is memory-mapped and the tensors are views of it: nothing is copied, and only the pages used are read "
         "(writing to a loaded tensor changes private pages, never the file). :device moves them. Every dtype LibTorch "
         "has: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL C64.");
+  sandbox(r, "load-safetensors", Needs::Files, "files: reads a .safetensors file");
   r.def("safetensors-metadata", "(path)",
         [](Interp& in, std::string path) -> Value {
           requireFileAccess("safetensors-metadata");
@@ -208,6 +210,7 @@ void registerSafetensors(Registry& r) {
           }
         },
         "The __metadata__ of a .safetensors file as a hash table of strings, or #f when it has none.");
+  sandbox(r, "safetensors-metadata", Needs::Files, "files: reads a .safetensors header");
   r.def("save-safetensors", "(tensors path :key metadata)",
         [](Value tensors, std::string path, Value metadata) {
           try {
@@ -221,6 +224,7 @@ void registerSafetensors(Registry& r) {
         "Writes TENSORS -- a hash table or alist of name -> tensor, or a module (its state dict) -- to PATH in the "
         "safetensors format, atomically, with :metadata (a hash table or alist of string -> string) as __metadata__. "
         "Python reads it with safetensors.torch.load_file. Tensors are written contiguous and on the CPU.");
+  sandbox(r, "save-safetensors", Needs::Files, "files: writes a .safetensors file");
 }
 
 }  // namespace purple

@@ -14,6 +14,7 @@
 #include "builtins/nn/value.hpp"
 #include "interp/printer.hpp"
 #include "interp/tensor_value.hpp"
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -120,6 +121,7 @@ void registerSerialize(Registry& r) {
         "storage keep sharing it), the unspecified value None, and an alist with string keys (like state-dict's) a "
         "dict, so a whole checkpoint is one call: (torch-save (alist->hash-table `((\"model\" . ,(state-dict m)) "
         "(\"optimizer\" . ,(optimizer-state-dict opt)) (\"epoch\" . 5))) \"ckpt.pt\"). See docs/formats.md.");
+  sandbox(r, "torch-save", Needs::Files, "files: writes a torch.save file");
   r.def("torch-load", "(path :key (safe #t) map-location (mmap #f))",
         [](Interp& in, std::string path, bool safe, Value mapLocation, bool mmap) {
           return toPurple(load(in, "torch-load", path, safe, mapLocation, mmap));
@@ -132,6 +134,7 @@ void registerSerialize(Registry& r) {
         "pickle naming any Python global beyond tensors, containers and torch/NumPy data is refused; with :safe #f "
         "such objects become hash tables with \"__class__\", \"__args__\" and \"__state__\" (nothing is ever run). "
         ":mmap #t maps CPU storages from the file instead of copying them.");
+  sandbox(r, "torch-load", Needs::Files, "files: reads a torch.save file");
   r.def("save-state-dict", "(source path)",
         [](Value source, std::string path) {
           std::vector<std::pair<std::string, at::Tensor>> entries =
@@ -144,6 +147,7 @@ void registerSerialize(Registry& r) {
         "Writes the state dict of SOURCE (a module, or an alist / hash table of name -> tensor) to PATH, atomically, "
         "exactly as Python's torch.save(model.state_dict(), PATH) does (an OrderedDict of tensors): Python reads it "
         "with model.load_state_dict(torch.load(PATH)).");
+  sandbox(r, "save-state-dict", Needs::Files, "files: writes a checkpoint");
   r.def("load-state-dict", "(path :key (safe #t) map-location)",
         [](Interp& in, std::string path, bool safe, Value mapLocation) {
           PyRef o = load(in, "load-state-dict", path, safe, mapLocation, false);
@@ -164,6 +168,7 @@ void registerSerialize(Registry& r) {
         "Reads a state dict from PATH -- written by save-state-dict or by Python's torch.save(model.state_dict(), "
         "PATH), OrderedDicts and the legacy format included -- as an alist (\"name\" . tensor) in the file's order. "
         "Give it, or PATH itself, to load-state-dict!. :safe and :map-location as for torch-load.");
+  sandbox(r, "load-state-dict", Needs::Files, "files: reads a checkpoint");
 }
 
 }  // namespace purple

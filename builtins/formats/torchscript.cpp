@@ -17,6 +17,7 @@
 #include "interp/printer.hpp"
 #include "interp/tensor_value.hpp"
 #include <gc/gc_allocator.h>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -176,6 +177,7 @@ void registerTorchScript(Registry& r) {
         "tables (dicts); results come back the same way. Its parameters and buffers are the module's own (parameters, "
         "state-dict, load-state-dict!, module-to, module-train!/module-eval! and Purple's optimizers work on them, so "
         "it can be fine-tuned). :map-location loads it onto a device.");
+  sandbox(r, "load-torchscript", Needs::Files, "files: reads a TorchScript archive");
 }
 
 }  // namespace purple

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -281,9 +282,13 @@ void registerPorts(Registry& r) {
   r.def("display", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     portWrite(outPort(in, port, "display"), toDisplayString(v));
   }, "Writes OBJ for people: strings without quotes, characters as themselves.");
+  sandboxAllowed(r, "display", "ports: the current output port",
+               "writes to a port it is given, or to the current output port: the host's output stream (Options::output), which the host chose");
   r.def("write", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     portWrite(outPort(in, port, "write"), toWriteString(v));
   }, "Writes OBJ so that read can read it back (cycles are labelled).");
+  sandboxAllowed(r, "write", "ports: the current output port",
+               "as display");
   r.def("write-shared", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     std::string text;
     printShared(text, v);
@@ -292,6 +297,8 @@ void registerPorts(Registry& r) {
   r.alias("write-simple", "write");
   r.def("newline", "(:optional port)", [](Interp& in, Value port) { portWrite(outPort(in, port, "newline"), "\n"); },
         "Writes a line break.");
+  sandboxAllowed(r, "newline", "ports: the current output port",
+               "as display");
   r.def("fresh-line", "(:optional port)", [](Interp& in, Value port) {
     Value p = outPort(in, port, "fresh-line");
     if (portImpl(p)->column != 0) portWrite(p, "\n");
@@ -303,16 +310,22 @@ void registerPorts(Registry& r) {
     if (b > e || e > s.size()) throwError("error", "write-string: bad range");
     portWrite(outPort(in, port, "write-string"), std::string_view(s).substr(b, e - b));
   }, "Writes the characters of STRING (from START to END).");
+  sandboxAllowed(r, "write-string", "ports: the current output port",
+               "as display");
   r.def("write-char", "(char :optional port)", [](Interp& in, Value c, Value port) {
     if (!c.isChar()) throwTypeError("write-char", 1, "a character", c);
     std::string s;
     appendUtf8(s, c.character());
     portWrite(outPort(in, port, "write-char"), s);
   }, "Writes the character CHAR.");
+  sandboxAllowed(r, "write-char", "ports: the current output port",
+               "as display");
   r.def("write-u8", "(byte :optional port)", [](Interp& in, int byte, Value port) {
     char c = char(byte);
     portWrite(outPort(in, port, "write-u8"), std::string_view(&c, 1));
   }, "Writes one byte to a binary port.");
+  sandboxAllowed(r, "write-u8", "ports: the current output port",
+               "as display");
   r.def("write-bytevector", "(bv :optional port start end)", [](Interp& in, Value bv, Value port, std::optional<int64_t> start, std::optional<int64_t> end) {
     if (!bv.is(Kind::Bytevector)) throwTypeError("write-bytevector", 1, "a bytevector", bv);
     auto* b = bv.as<Bytevector>();
@@ -320,16 +333,26 @@ void registerPorts(Registry& r) {
     if (s > e || e > b->extra) throwError("error", "write-bytevector: bad range");
     portWrite(outPort(in, port, "write-bytevector"), std::string_view(reinterpret_cast<char*>(b->bytes) + s, e - s));
   }, "Writes the bytes of BV (from START to END).");
+  sandboxAllowed(r, "write-bytevector", "ports: the current output port",
+               "as display");
   r.def("flush-output-port", "(:optional port)", [](Interp& in, Value port) { portFlush(outPort(in, port, "flush-output-port")); },
         "Flushes buffered output.");
+  sandboxAllowed(r, "flush-output-port", "ports: the current output port",
+               "as display");
   r.alias("flush-output", "flush-output-port");
 
   r.def("read-char", "(:optional port)", [](Interp& in, Value port) { return readChar(inPort(in, port, "read-char"), false); },
         "Reads one character, or returns the eof object.");
+  sandboxConditional(r, "read-char", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("peek-char", "(:optional port)", [](Interp& in, Value port) { return readChar(inPort(in, port, "peek-char"), true); },
         "The next character without consuming it, or the eof object.");
+  sandboxConditional(r, "peek-char", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("read-line", "(:optional port)", [](Interp& in, Value port) { return readLine(inPort(in, port, "read-line")); },
         "Reads a line (without its line break), or returns the eof object.");
+  sandboxConditional(r, "read-line", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("read-string", "(k :optional port)", [](Interp& in, int64_t k, Value port) {
     Value p = inPort(in, port, "read-string", 2);
     std::string out;
@@ -341,16 +364,22 @@ void registerPorts(Registry& r) {
     if (out.empty() && k > 0) return Value::eof();
     return makeString(out);
   }, "Reads up to K characters.");
+  sandboxConditional(r, "read-string", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("read-u8", "(:optional port)", [](Interp& in, Value port) -> Value {
     PortImpl* p = portImpl(inPort(in, port, "read-u8"));
     if (!ensure(p, 1)) return Value::eof();
     return Value::fixnum(static_cast<unsigned char>(p->data[p->pos++]));
   }, "Reads one byte, or returns the eof object.");
+  sandboxConditional(r, "read-u8", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("peek-u8", "(:optional port)", [](Interp& in, Value port) -> Value {
     PortImpl* p = portImpl(inPort(in, port, "peek-u8"));
     if (!ensure(p, 1)) return Value::eof();
     return Value::fixnum(static_cast<unsigned char>(p->data[p->pos]));
   }, "The next byte without consuming it, or the eof object.");
+  sandboxConditional(r, "peek-u8", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("read-bytevector", "(k :optional port)", [](Interp& in, int64_t k, Value port) -> Value {
     PortImpl* p = portImpl(inPort(in, port, "read-bytevector", 2));
     ensure(p, size_t(k));
@@ -361,6 +390,8 @@ void registerPorts(Registry& r) {
     p->pos += n;
     return bv;
   }, "Reads up to K bytes into a new bytevector.");
+  sandboxConditional(r, "read-bytevector", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("read-bytevector!", "(bv :optional port start end)", [](Interp& in, Value bv, Value port, std::optional<int64_t> start, std::optional<int64_t> end) -> Value {
     if (!bv.is(Kind::Bytevector)) throwTypeError("read-bytevector!", 1, "a bytevector", bv);
     auto* b = bv.as<Bytevector>();
@@ -374,16 +405,26 @@ void registerPorts(Registry& r) {
     p->pos += n;
     return Value::fixnum(int64_t(n));
   }, "Reads bytes into BV from START to END; returns how many, or the eof object.");
+  sandboxConditional(r, "read-bytevector!", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("char-ready?", "(:optional port)", [](Interp& in, Value port) {
     PortImpl* p = portImpl(inPort(in, port, "char-ready?"));
     return p->pos < p->data.size() || !p->console;
   }, "True if a character can be read without blocking.");
+  sandboxAllowed(r, "char-ready?", "ports: the process standard input",
+               "looks only at what is already buffered: it never reads the process's standard input");
   r.alias("u8-ready?", "char-ready?");
   r.def("read", "(:optional port)", [](Interp& in, Value port) { return readDatum(in, inPort(in, port, "read")); },
         "Reads one datum, or returns the eof object.");
+  sandboxConditional(r, "read", "ports: the process standard input",
+                   "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
 
   r.def("open-input-string", "(string)", [](std::string s) { return makeStringInputPort(s); }, "An input port reading STRING.");
+  sandboxAllowed(r, "open-input-string", "nothing: a string port in memory",
+               "listed because it is a port; touches nothing outside");
   r.def("open-output-string", "()", []() { return makeStringOutputPort(); }, "An output port collecting text; see get-output-string.");
+  sandboxAllowed(r, "open-output-string", "nothing: a string port in memory",
+               "listed because it is a port; touches nothing outside");
   r.def("open-input-bytevector", "(bv)", [](Value bv) {
     if (!bv.is(Kind::Bytevector)) throwTypeError("open-input-bytevector", 1, "a bytevector", bv);
     auto* b = bv.as<Bytevector>();
@@ -423,14 +464,18 @@ void registerPorts(Registry& r) {
 
   r.def("open-input-file", "(path)", [](Interp& in, std::string path) { return openInputFile(in, path, false); },
         "A textual input port reading the file at PATH.");
+  sandbox(r, "open-input-file", Needs::Files, "files: reads PATH");
   r.def("open-binary-input-file", "(path)", [](Interp& in, std::string path) { return openInputFile(in, path, true); },
         "A binary input port reading the file at PATH.");
+  sandbox(r, "open-binary-input-file", Needs::Files, "files: reads PATH");
   r.def("open-output-file", "(path :key append)", [](Interp& in, std::string path, bool append) {
     return openOutputFile(in, path, false, append);
   }, "A textual output port writing PATH. The file is replaced atomically when the port is closed.");
+  sandbox(r, "open-output-file", Needs::Files, "files: writes PATH");
   r.def("open-binary-output-file", "(path :key append)", [](Interp& in, std::string path, bool append) {
     return openOutputFile(in, path, true, append);
   }, "A binary output port writing PATH, replaced atomically on close.");
+  sandbox(r, "open-binary-output-file", Needs::Files, "files: writes PATH");
   r.def("close-port", "(port)", [](Value p) {
     if (!isPort(p)) throwTypeError("close-port", 1, "a port", p);
     portClose(p);
@@ -443,12 +488,14 @@ void registerPorts(Registry& r) {
     portClose(port);
     return result;
   }, "Calls PROC with an output port on PATH; the file appears (atomically) when PROC returns.");
+  sandbox(r, "call-with-output-file", Needs::Files, "files: writes PATH");
   r.def("call-with-input-file", "(path proc)", [](Interp& in, std::string path, Procedure proc) {
     Value port = openInputFile(in, path, false);
     Value result = in.apply(proc.value, &port, 1);
     portClose(port);
     return result;
   }, "Calls PROC with an input port reading PATH.");
+  sandbox(r, "call-with-input-file", Needs::Files, "files: reads PATH");
   r.def("call-with-port", "(port proc)", [](Interp& in, Value port, Procedure proc) {
     Value result = in.apply(proc.value, &port, 1);
     portClose(port);
@@ -460,20 +507,25 @@ void registerPorts(Registry& r) {
     portClose(port);
     return result;
   }, "Calls THUNK with output going to PATH (written atomically).");
+  sandbox(r, "with-output-to-file", Needs::Files, "files: writes PATH");
   r.def("with-input-from-file", "(path thunk)", [](Interp& in, std::string path, Procedure thunk) {
     return withPort(in, in.st->inputPort, openInputFile(in, path, false), thunk.value);
   }, "Calls THUNK with input read from PATH.");
+  sandbox(r, "with-input-from-file", Needs::Files, "files: reads PATH");
   r.def("file-exists?", "(path)", [](Interp& in, std::string path) {
     checkedPath(in, path, "file-exists?");
     struct stat sb;
     return stat(path.c_str(), &sb) == 0;
   }, "True if a file exists at PATH.");
+  sandbox(r, "file-exists?", Needs::Files, "files: probes PATH");
   r.def("delete-file", "(path)", [](Interp& in, std::string path) {
     checkedPath(in, path, "delete-file");
     if (std::remove(path.c_str()) != 0) throwError("file-error", "cannot delete " + path + ": " + std::strerror(errno));
   }, "Deletes the file at PATH.");
+  sandbox(r, "delete-file", Needs::Files, "files: deletes PATH");
   r.def("load", "(path :optional env)", [](Interp& in, std::string path, Value) { return in.loadFile(path); },
         "Reads and evaluates every form in the file at PATH.");
+  sandbox(r, "load", Needs::Files, "files: reads and runs PATH");
 
   r.def("eof-object", "()", []() { return Value::eof(); }, "The end-of-file object.");
   r.def("eof-object?", "(obj)", [](Value v) { return v.isEof(); }, "True if OBJ is the end-of-file object.");

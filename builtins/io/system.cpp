@@ -12,6 +12,7 @@
 #include <ctime>
 #include <cstring>
 #include <algorithm>
+#include "interp/sandbox.hpp"
 
 extern char** environ;
 
@@ -21,6 +22,15 @@ namespace {
 void requireProcess(Interp&, const char* who) { requireProcessAccess(who); }
 void requireEnvironment(Interp& in, const char* who) {
   if (!in.limits.allowEnvironment) throwError("error", std::string(who) + ": environment access is disabled in this interpreter");
+}
+Value sandboxRuleValue(const SandboxRule& rule) {
+  const char* kinds[] = {"refused", "conditional", "allowed"};
+  Value needs = Value::nil();
+  if (rule.needs & Needs::Environment) needs = cons(intern("environment"), needs);
+  if (rule.needs & Needs::Process) needs = cons(intern("process"), needs);
+  if (rule.needs & Needs::Files) needs = cons(intern("files"), needs);
+  Value items[] = {intern(kinds[int(rule.kind)]), needs, makeString(rule.touches), makeString(rule.how)};
+  return listFromArray(items, 4);
 }
 int exitCode(Value v) {
   if (v.isMissing() || v == Value::t()) return 0;
@@ -68,21 +78,25 @@ void registerSystem(Registry& r) {
     for (size_t i = in.commandLine.size(); i-- > 0;) l = cons(makeString(in.commandLine[i]), l);
     return l;
   }, "The command line as a list of strings: the script name first, then its arguments.");
+  sandbox(r, "command-line", Needs::Process, "the process: its command line");
   r.def("exit", "(:optional code)", [](Interp& in, Value code) -> Value {
     requireProcess(in, "exit");
     portFlush(in.currentOutputPort());
     throw PurpleExit{exitCode(code)};
   }, "Leaves the program with CODE (0 for #t or none, 1 for #f), running dynamic-wind exits.");
+  sandbox(r, "exit", Needs::Process, "the process: ends the program (the host gets PurpleExit)");
   r.def("emergency-exit", "(:optional code)", [](Interp& in, Value code) -> Value {
     requireProcess(in, "emergency-exit");
     std::fflush(stdout);
     std::_Exit(exitCode(code));
   }, "Leaves the program at once with CODE.");
+  sandbox(r, "emergency-exit", Needs::Process, "the process: ends it at once");
   r.def("get-environment-variable", "(name)", [](Interp& in, std::string name) -> Value {
     requireEnvironment(in, "get-environment-variable");
     const char* v = std::getenv(name.c_str());
     return v ? makeString(v) : Value::f();
   }, "The value of the environment variable NAME, or #f.");
+  sandbox(r, "get-environment-variable", Needs::Environment, "the environment");
   r.def("get-environment-variables", "()", [](Interp& in) {
     requireEnvironment(in, "get-environment-variables");
     Value l = Value::nil();
@@ -94,14 +108,21 @@ void registerSystem(Registry& r) {
     }
     return l;
   }, "All environment variables as an alist of strings.");
+  sandbox(r, "get-environment-variables", Needs::Environment, "the environment");
   r.def("current-second", "()", []() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }, "Seconds since the epoch, as a real.");
+  sandboxAllowed(r, "current-second", "the clock",
+               "reads the time; changes nothing");
   r.def("current-jiffy", "()", []() {
     return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
   }, "A monotonic clock in jiffies (nanoseconds).");
+  sandboxAllowed(r, "current-jiffy", "the clock",
+               "reads the time; changes nothing");
   r.def("jiffies-per-second", "()", []() { return int64_t(1000000000); }, "Jiffies in a second.");
   r.def("cpu-time", "()", []() { return double(std::clock()) / CLOCKS_PER_SEC; }, "Processor time used by this process, in seconds.");
+  sandboxAllowed(r, "cpu-time", "the process: its CPU time",
+               "reads a number; changes nothing");
   r.def("features", "(:rest ignored)", [](Interp& in, RestArgs) { return in.st->features; }, "The cond-expand features.");
   r.def("void", "(:rest ignored)", [](RestArgs) { return Value::unspecified(); }, "Ignores its arguments and returns nothing.");
 
@@ -116,6 +137,8 @@ void registerSystem(Registry& r) {
     std::fclose(f);
     return kb < 0 ? -1 : kb * 1024;
   }, "The peak resident memory of this process so far, in bytes (Linux).");
+  sandboxAllowed(r, "process-peak-rss", "the process: its memory",
+               "reads a number; changes nothing");
   r.def("process-rss", "()", []() -> int64_t {
     FILE* f = std::fopen("/proc/self/status", "r");
     if (!f) return -1;
@@ -126,7 +149,11 @@ void registerSystem(Registry& r) {
     std::fclose(f);
     return kb < 0 ? -1 : kb * 1024;
   }, "The current resident memory of this process, in bytes (Linux).");
+  sandboxAllowed(r, "process-rss", "the process: its memory",
+               "reads a number; changes nothing");
   r.def("gc", "()", []() { gcCollectNow(); }, "Runs a full collection and the finalizers it makes ready.");
+  sandboxAllowed(r, "gc", "the process: a full collection of the shared heap",
+               "costs time only; maxSeconds and maxSteps still bound the script");
   r.def("gc-stats", "()", []() {
     GcStats g = gcStats();
     TensorMemoryStats t = tensorMemoryStats();
@@ -138,16 +165,45 @@ void registerSystem(Registry& r) {
                      entry("collections", g.collections)};
     return listFromArray(items, sizeof items / sizeof items[0]);
   }, "An alist of memory facts: live tensors and their bytes, collections, heap size.");
+  sandboxAllowed(r, "gc-stats", "global settings: memory counters",
+               "reads numbers; changes nothing");
   r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) {
     requireProcessAccess("set-tensor-gc-threshold!");
     setTensorCollectThreshold(b);
   },
         "Sets how many bytes of new tensor storage trigger a collection (default 64 MB).");
+  sandbox(r, "set-tensor-gc-threshold!", Needs::Process, "global settings: the tensor collection threshold of every interpreter");
   r.def("tensor-free!", "(tensor)", [](Value t) {
     if (!isTensor(t)) throwTypeError("tensor-free!", 1, "a tensor", t);
     releaseTensor(t);
   }, "Releases TENSOR's storage now. Using TENSOR afterwards is an error.");
 
+  // ---- the sandbox rules (interp/sandbox.hpp), for the generated table in docs/sandbox.md ----
+  sandboxSyntax("import", "files: reads a library file",
+                "refused (file-error) for a library that is not built in; (scheme ...), (srfi ...) and (purple ...) "
+                "libraries are allowed; (purple python) loads the Python plugin, whose builtins are refused");
+  sandboxSyntax("include", "files: reads PATH at expansion time", "refused (file-error) in a sandbox");
+  sandboxSyntax("include-ci", "files: reads PATH at expansion time", "refused (file-error) in a sandbox");
+  r.def("builtin-sandbox-rule", "(name)", [](Interp& in, Value name) -> Value {
+    Value sym = isString(name) ? intern(stringView(name)) : name;
+    if (!isSymbol(sym)) throwTypeError("builtin-sandbox-rule", 1, "a symbol", name);
+    std::string key(symbolName(sym));
+    GlobalCell* cell = in.findGlobal(sym);
+    if (cell && cell->value.is(Kind::Primitive)) key = cell->value.as<Primitive>()->info->name;   // aliases
+    SandboxRule rule;
+    if (!findSandboxRule(key, rule)) return Value::f();
+    return sandboxRuleValue(rule);
+  }, "The sandbox rule of builtin NAME, or #f when it touches nothing outside the interpreter:\n"
+     "(rule needs touches how), where RULE is refused, conditional or allowed (under Limits::sandbox()),\n"
+     "NEEDS lists the limits it needs (files process environment), TOUCHES says what it touches and HOW\n"
+     "when a conditional one is refused or why an allowed one is safe. docs/sandbox.md lists them all.");
+  r.def("sandbox-rules", "()", []() {
+    Value out = Value::nil();
+    std::vector<SandboxRule> all = sandboxRules();
+    for (size_t i = all.size(); i-- > 0;)
+      out = cons(cons(intern(all[i].name), cons(intern(all[i].family), sandboxRuleValue(all[i]))), out);
+    return out;
+  }, "Every declared sandbox rule, as (name family rule needs touches how) lists: see builtin-sandbox-rule.");
   r.def("help", "(:optional name)", [](Interp& in, Value name) {
     std::string text = name.isMissing()
         ? "Purple: (help 'name) shows a procedure's documentation; (apropos \"text\") lists names."

@@ -27,6 +27,7 @@
 #include "interp/tensor_value.hpp"
 #include <cmath>
 #include <map>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -332,6 +333,8 @@ void registerAmp(Registry& r) {
         "autocast on for device D (default \"cpu\"), as torch.autocast does: matrix products, convolutions and linear "
         "layers compute in T (bfloat16 on CPU, float16 on CUDA by default), precision-sensitive ops (softmax, losses, "
         "norms) in float32. The previous state comes back afterwards, also on errors. with-autocast is the syntax.");
+  sandboxAllowed(r, "call-with-autocast", "thread state: autocast",
+               "LibTorch keeps it per thread; restored on exit");
   r.def("autocast-enabled?", "(:optional device)",
         [](std::optional<at::Device> device) { return autocastEnabled(device ? device->type() : at::kCPU); },
         "True inside an autocast region for DEVICE (default \"cpu\").");

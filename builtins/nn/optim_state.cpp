@@ -13,6 +13,7 @@
 #include <gc/gc_allocator.h>
 #include <map>
 #include <sstream>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -458,6 +459,7 @@ void registerOptimizerState(Registry& r) {
         },
         "Writes OPT's state dict to PATH atomically, as Python's torch.save(opt.state_dict(), PATH) does; Python "
         "resumes it with opt.load_state_dict(torch.load(PATH)), Purple with load-optimizer-state!.");
+  sandbox(r, "save-optimizer-state", Needs::Files, "files: writes optimizer state");
   r.def("load-optimizer-state!", "(opt path)",
         [](Interp& in, Value optV, std::string path) {
           OptimizerObj* o = optimizerArg(optV, "load-optimizer-state!", 1);
@@ -468,6 +470,7 @@ void registerOptimizerState(Registry& r) {
         },
         "Restores OPT's state from PATH: a file written by save-optimizer-state or by Python's "
         "torch.save(opt.state_dict(), PATH) (or LibTorch's archive, as older Purple wrote). Returns OPT.");
+  sandbox(r, "load-optimizer-state!", Needs::Files, "files: reads optimizer state");
 }
 
 }  // namespace purple

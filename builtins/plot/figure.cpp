@@ -16,6 +16,7 @@
 #include "interp/printer.hpp"
 #include <cmath>
 #include <cstdlib>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -245,6 +246,8 @@ void registerPlot(Registry& r) {
         },
         "Internal: draws FIGURE (prelude/50-plot.purple's description) with PLplot as png (a bytevector) or svg (a string);\n"
         "check: only validates it.");
+  sandboxAllowed(r, "%plot-render", "files: a private temporary file in TMPDIR",
+               "PLplot draws into a temporary file that is read back and removed at once; the script chooses no path");
 }
 
 }  // namespace purple

@@ -3,6 +3,7 @@
 // Derived forms (py-with, py-iterator, py-for-each, py-dataset ...) are in python.purple.
 #include "builtins/python/bridge.hpp"
 #include "interp/printer.hpp"
+#include "interp/sandbox.hpp"
 
 namespace purple::python {
 
@@ -164,6 +165,8 @@ void registerPython(Registry& r) {
         "The Python module NAME (\"numpy\", \"torch.nn.functional\"), imported if needed, as a py-object. Attributes, "
         "call results and items obtained from it convert to Purple values automatically; with :raw #t they stay "
         "Python objects (convert one with py->purple).");
+  sandbox(r, "py-import", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
 
   r.def("py-attr", "(obj name)",
         [](Interp& in, Value obj, Value name) {
@@ -174,6 +177,8 @@ void registerPython(Registry& r) {
         },
         "The attribute NAME (a string or symbol) of the Python object OBJ; a dotted NAME (\"nn.functional.relu\") "
         "follows several attributes in Python. OBJ may also be a Purple value, converted first.");
+  sandbox(r, "py-attr", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-set-attr!", "(obj name value)",
         [](Interp& in, Value obj, Value name, Value value) {
           std::string attr = nameArg(name, "py-set-attr!", 2);
@@ -183,6 +188,8 @@ void registerPython(Registry& r) {
           if (PyObject_SetAttrString(o.get(), attr.c_str(), v.get()) < 0) throwPythonError("py-set-attr!");
         },
         "Sets the attribute NAME of the Python object OBJ to VALUE (converted to Python).");
+  sandbox(r, "py-set-attr!", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-has-attr?", "(obj name)",
         [](Interp& in, Value obj, Value name) {
           std::string attr = nameArg(name, "py-has-attr?", 2);
@@ -191,14 +198,20 @@ void registerPython(Registry& r) {
           return PyObject_HasAttrString(o.get(), attr.c_str()) == 1;
         },
         "True if the Python object OBJ has the attribute NAME.");
+  sandbox(r, "py-has-attr?", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
 
   r.defRaw("py-call", "(f . args)", primPyCall,
            "Calls the Python callable F with ARGS converted to Python; a keyword and the value after it are a "
            "keyword argument, with - as _ (:num-classes 10 is num_classes=10). A callable py-object can also be "
            "applied directly: (f x :dim 1).");
+  sandboxConditional(r, "py-call", "Python: calls a Python object",
+                   "allowed on a py-object the host handed in (the host chose to expose it); a sandboxed script cannot make one");
   r.defRaw("py-call-method", "(obj name . args)", primPyCallMethod,
            "Calls the method NAME (a string or symbol; dotted names follow attributes) of the Python object OBJ with "
            "ARGS, as py-call does.");
+  sandboxConditional(r, "py-call-method", "Python: calls a Python method",
+                   "as py-call");
 
   r.def("py-ref", "(obj key)",
         [](Interp& in, Value obj, Value key) {
@@ -209,6 +222,8 @@ void registerPython(Registry& r) {
         },
         "OBJ[KEY] in Python. KEY is converted: a vector is a tuple (several indices, as in a[0, 1]), and "
         "(py-slice start stop) a slice.");
+  sandbox(r, "py-ref", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-set-ref!", "(obj key value)",
         [](Interp& in, Value obj, Value key, Value value) {
           ScriptPython py(in);
@@ -218,6 +233,8 @@ void registerPython(Registry& r) {
           if (PyObject_SetItem(o.get(), k.get(), v.get()) < 0) throwPythonError("py-set-ref!");
         },
         "OBJ[KEY] = VALUE in Python.");
+  sandbox(r, "py-set-ref!", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-delete-ref!", "(obj key)",
         [](Interp& in, Value obj, Value key) {
           ScriptPython py(in);
@@ -226,6 +243,8 @@ void registerPython(Registry& r) {
           if (PyObject_DelItem(o.get(), k.get()) < 0) throwPythonError("py-delete-ref!");
         },
         "del OBJ[KEY] in Python.");
+  sandbox(r, "py-delete-ref!", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-slice", "(start stop :optional step)",
         [](Interp& in, Value start, Value stop, Value step) {
           ScriptPython py(in);
@@ -236,6 +255,8 @@ void registerPython(Registry& r) {
           return wrapObject(s.release(), true);
         },
         "A Python slice START:STOP:STEP for py-ref; #f leaves a bound out, as an empty one does in Python.");
+  sandbox(r, "py-slice", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-len", "(obj)",
         [](Interp& in, Value obj) {
           ScriptPython py(in);
@@ -245,6 +266,8 @@ void registerPython(Registry& r) {
           return int64_t(n);
         },
         "len(OBJ) in Python.");
+  sandbox(r, "py-len", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-contains?", "(obj item)",
         [](Interp& in, Value obj, Value item) {
           ScriptPython py(in);
@@ -255,6 +278,8 @@ void registerPython(Registry& r) {
           return found == 1;
         },
         "ITEM in OBJ, in Python.");
+  sandbox(r, "py-contains?", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-list", "(obj)",
         [](Interp& in, Value obj) {
           ScriptPython py(in);
@@ -273,6 +298,8 @@ void registerPython(Registry& r) {
           return head;
         },
         "The items of the Python iterable OBJ (a generator, a range, model.parameters() ...) as a Purple list.");
+  sandbox(r, "py-list", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("%py-iter", "(obj)",
         [](Interp& in, Value obj) {
           ScriptPython py(in);
@@ -282,6 +309,8 @@ void registerPython(Registry& r) {
           return wrapObject(it.release(), true);
         },
         "Internal: iter(OBJ) as a raw py-object.");
+  sandbox(r, "%py-iter", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("%py-next", "(iterator source)",
         [](Interp& in, Value iterator, Value source) {
           PyObject* it = objectOf(iterator);
@@ -295,13 +324,19 @@ void registerPython(Registry& r) {
           return fromPython(in, item.get(), isRawObject(source));
         },
         "Internal: the next item of a Python iterator converted as SOURCE's results are, or the eof object.");
+  sandbox(r, "%py-next", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
 
   r.defRaw("py-eval", "(code . bindings)", primPyEval,
            "The value of the Python expression CODE (a string), evaluated in __main__'s namespace. BINDINGS are "
            ":name value pairs bound as Python names for the expression: (py-eval \"x @ w\" :x x :w w).");
+  sandbox(r, "py-eval", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.defRaw("py-exec", "(code . bindings)", primPyExec,
            "Runs the Python statements CODE (a string; a common indentation is removed) in __main__'s namespace, "
            "after binding BINDINGS (:name value pairs) there. Names it defines stay for later py-eval / py-exec.");
+  sandbox(r, "py-exec", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("%py-with", "(manager proc)",
         [](Interp& in, Value manager, Procedure proc) -> Value {
           Value mgr, exitFn, entered;
@@ -338,6 +373,8 @@ void registerPython(Registry& r) {
           return result;
         },
         "Internal: runs (PROC value) inside the Python context manager MANAGER (py-with expands to it).");
+  sandbox(r, "%py-with", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
 
   r.def("py-object", "(x)",
         [](Interp& in, Value x) {
@@ -351,6 +388,8 @@ void registerPython(Registry& r) {
         },
         "X as a raw Python object: a Purple value is converted (a list to a Python list, a vector to a tuple, a "
         "hash table to a dict ...) but the result stays a Python object, and so do the results obtained from it.");
+  sandbox(r, "py-object", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py->purple", "(x)",
         [](Interp& in, Value x) {
           PyObject* o = objectOf(x);
@@ -360,6 +399,8 @@ void registerPython(Registry& r) {
         },
         "The Purple value of the Python object X, converted as results of converting handles are (lists, tuples, "
         "dicts, numbers, strings, tensors ...); other objects stay py-objects. X not a py-object is returned as is.");
+  sandbox(r, "py->purple", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-object?", "(x)", [](Value x) { return isPyObject(x); }, "True if X is a Python object (a py-object).");
 
   r.def("py-equal?", "(a b)",
@@ -371,6 +412,8 @@ void registerPython(Registry& r) {
           return eq == 1;
         },
         "A == B in Python (bool() of the result); either may be a Purple value, converted first.");
+  sandbox(r, "py-equal?", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-is?", "(a b)",
         [](Interp& in, Value a, Value b) {
           ScriptPython py(in);
@@ -378,6 +421,8 @@ void registerPython(Registry& r) {
           return x.get() == y.get();
         },
         "A is B in Python: the same Python object.");
+  sandbox(r, "py-is?", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-repr", "(x)",
         [](Interp& in, Value x) {
           ScriptPython py(in);
@@ -385,6 +430,8 @@ void registerPython(Registry& r) {
           return stringResult(Ref(PyObject_Repr(o.get())), "py-repr");
         },
         "repr(X) in Python, a string.");
+  sandbox(r, "py-repr", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-str", "(x)",
         [](Interp& in, Value x) {
           ScriptPython py(in);
@@ -392,6 +439,8 @@ void registerPython(Registry& r) {
           return stringResult(Ref(PyObject_Str(o.get())), "py-str");
         },
         "str(X) in Python, a string.");
+  sandbox(r, "py-str", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-type-name", "(x)",
         [](Interp& in, Value x) {
           ScriptPython py(in);
@@ -400,6 +449,8 @@ void registerPython(Registry& r) {
         },
         "The name of X's Python type, with its module unless builtin: \"int\", \"numpy.ndarray\", "
         "\"torch.nn.modules.linear.Linear\".");
+  sandbox(r, "py-type-name", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-isinstance?", "(x class)",
         [](Interp& in, Value x, Value cls) {
           ScriptPython py(in);
@@ -409,6 +460,8 @@ void registerPython(Registry& r) {
           return r == 1;
         },
         "isinstance(X, CLASS) in Python.");
+  sandbox(r, "py-isinstance?", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-callable?", "(x)",
         [](Interp& in, Value x) {
           ScriptPython py(in);
@@ -416,6 +469,8 @@ void registerPython(Registry& r) {
           return PyCallable_Check(o.get()) == 1;
         },
         "True if X is callable in Python.");
+  sandbox(r, "py-callable?", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-dir", "(x)",
         [](Interp& in, Value x) {
           ScriptPython py(in);
@@ -423,6 +478,8 @@ void registerPython(Registry& r) {
           return resultOf(in, Ref(PyObject_Dir(o.get())), Value::f());
         },
         "dir(X) in Python: the list of its attribute names.");
+  sandbox(r, "py-dir", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
 
   r.def("tensor->numpy", "(t)",
         [](Interp& in, const at::Tensor& t) {
@@ -430,6 +487,8 @@ void registerPython(Registry& r) {
           return wrapObject(numpyFromTensor(t).release(), false);
         },
         "A numpy array sharing T's memory (T must be on the CPU; autograd does not follow into numpy).");
+  sandbox(r, "tensor->numpy", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("numpy->tensor", "(array)",
         [](Interp& in, Value array) -> at::Tensor {
           PyObject* a = objectOf(array);
@@ -438,6 +497,8 @@ void registerPython(Registry& r) {
           return tensorFromNumpy(a);
         },
         "A tensor sharing the memory of the numpy ARRAY (torch.from_numpy).");
+  sandbox(r, "numpy->tensor", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("py-tensors-shared?", "()",
         [](Interp& in) {
           ScriptPython py(in);
@@ -445,6 +506,8 @@ void registerPython(Registry& r) {
         },
         "True when tensors cross to Python and back as the same at::Tensor (Python's torch runs on Purple's "
         "LibTorch): same storage and autograd graph. Otherwise they cross through DLPack (same memory, no autograd).");
+  sandbox(r, "py-tensors-shared?", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
 
   r.def("python-error?", "(obj)", [](Value e) { return pythonExceptionOf(e) != nullptr; },
         "True if OBJ is a Purple error made from a Python exception.");
@@ -456,6 +519,8 @@ void registerPython(Registry& r) {
           return wrapObject(Ref::borrow(exc).release(), false);
         },
         "The Python exception object behind the error ERR.");
+  sandbox(r, "python-error-exception", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("python-error-type", "(err)",
         [](Interp& in, Value e) {
           PyObject* exc = pythonExceptionOf(e);
@@ -464,6 +529,8 @@ void registerPython(Registry& r) {
           return makeString(pythonTypeName(reinterpret_cast<PyObject*>(Py_TYPE(exc))));
         },
         "The name of the Python exception's type behind ERR: \"ValueError\", \"torch.cuda.OutOfMemoryError\" ...");
+  sandbox(r, "python-error-type", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("python-error-traceback", "(err)",
         [](Interp& in, Value e) {
           PyObject* exc = pythonExceptionOf(e);
@@ -473,6 +540,8 @@ void registerPython(Registry& r) {
           return makeString(pythonTraceback(tb.get()));
         },
         "The Python traceback of the exception behind ERR, as Python prints it (\"\" when it has none).");
+  sandbox(r, "python-error-traceback", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
 
   r.def("dataset->py", "(dataset)",
         [](Interp& in, Value ds) {
@@ -485,12 +554,16 @@ void registerPython(Registry& r) {
         },
         "A torch.utils.data.Dataset whose items are the samples of the Purple DATASET (anything dataset-ref "
         "accepts), for torch.utils.data.DataLoader; a sample's list of fields becomes a tuple.");
+  sandbox(r, "dataset->py", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
   r.def("python-version", "()",
         [](Interp& in) {
           ScriptPython py(in);
           return makeString(Py_GetVersion());
         },
         "The version of the Python running inside Purple, as sys.version gives it.");
+  sandbox(r, "python-version", Needs::Process, "Python: runs with all of the process rights",
+        "error", "python: Python is disabled in this interpreter (its limits forbid process access)");
 }
 
 }  // namespace purple::python

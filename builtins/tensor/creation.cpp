@@ -10,6 +10,7 @@
 #include <ATen/Dispatch.h>
 #include <cmath>
 #include <vector>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -384,6 +385,7 @@ void registerTensorCreation(Registry& r) {
         },
         "Seeds every random number generator (CPU and all CUDA devices), as torch.manual_seed does: "
         "after (manual-seed 0), tensor-randn gives the same numbers as PyTorch after torch.manual_seed(0).");
+  sandbox(r, "manual-seed", Needs::Process, "global settings: seeds the global random generator");
   r.def("tensor-bernoulli", "(x :key p generator)",
         [](const at::Tensor& x, std::optional<double> p, OptGen gen) {
           return p ? at::bernoulli(x, *p, genOpt(gen)) : at::bernoulli(x, genOpt(gen));

@@ -11,6 +11,7 @@
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
 #include "interp/tensor_value.hpp"
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -111,8 +112,11 @@ void registerTensorDevices(Registry& r) {
           at::set_num_threads(int(n));
         },
         "Sets the number of threads LibTorch uses for intra-op parallelism on the CPU.");
+  sandbox(r, "set-num-threads!", Needs::Process, "global settings: LibTorch's thread count");
   r.def("get-num-threads", "()", []() { return int64_t(at::get_num_threads()); },
         "The number of threads LibTorch uses for intra-op parallelism on the CPU.");
+  sandboxAllowed(r, "get-num-threads", "global settings: LibTorch's thread count",
+               "reads it; changes nothing");
   r.def("set-flush-denormal!", "(on)",
         [](bool on) {
           requireProcessAccess("set-flush-denormal!");
@@ -121,6 +125,7 @@ void registerTensorDevices(Registry& r) {
         "Turns flushing of subnormal floats to zero on the CPU on (#t) or off (#f); subnormal "
         "arithmetic can be ~80x slower (e.g. Adam late in training). Returns #t when the CPU "
         "supports it (SSE3), #f otherwise.");
+  sandbox(r, "set-flush-denormal!", Needs::Process, "global settings: the CPU flush-denormal mode");
   r.def("set-default-dtype!", "(dtype)",
         [](at::ScalarType t) {
           requireProcessAccess("set-default-dtype!");
@@ -130,8 +135,11 @@ void registerTensorDevices(Registry& r) {
         },
         "Sets the dtype that float data and float tensor literals get when no :dtype is given "
         "(float32 at start-up; float64 is the usual alternative).");
+  sandbox(r, "set-default-dtype!", Needs::Process, "global settings: the default dtype");
   r.def("get-default-dtype", "()", []() { return c10::get_default_dtype_as_scalartype(); },
         "The dtype float data gets when no :dtype is given (float32 unless set-default-dtype!).");
+  sandboxAllowed(r, "get-default-dtype", "global settings: the default dtype",
+               "reads it; changes nothing");
 }
 
 }  // namespace purple

@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -272,6 +273,7 @@ void registerTensorPrint(Registry& r) {
         "at each end of every long dimension. Small CPU float32/int64/bool tensors print as "
         "literals that read back, e.g. #[[1. 2.] [3. 4.]]; others as #<tensor #[...] dtype=float64 "
         "device=cuda:0 requires-grad grad-fn=MulBackward0>, naming only what is not the default.");
+  sandbox(r, "tensor-set-print-options!", Needs::Process, "global settings: the print options of every interpreter");
 }
 
 }  // namespace purple

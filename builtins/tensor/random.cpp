@@ -12,6 +12,7 @@
 #include "interp/numbers.hpp"
 #include "interp/tensor_value.hpp"
 #include <mutex>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -77,6 +78,8 @@ void registerRandom(Registry& r) {
         "(default 67280421310721, PyTorch's default). Pass it as :generator to random tensor "
         "builtins (tensor-rand, tensor-randn, tensor-randperm ...) and to data loaders and samplers, "
         "so that their draws do not depend on, or disturb, the global random state.");
+  sandboxAllowed(r, "generator", "nothing outside: a private generator",
+               "the script own generator, not the global one");
   r.def("generator?", "(x)", [](Value x) { return isGenerator(x); }, "True when X is a random-number generator.");
   r.def("default-generator", "(:optional device)",
         [](std::optional<at::Device> device) {
@@ -85,6 +88,7 @@ void registerRandom(Registry& r) {
         },
         "LibTorch's default generator for DEVICE (default CPU): the one random builtins use when no "
         ":generator is given and that manual-seed seeds (torch.default_generator).");
+  sandbox(r, "default-generator", Needs::Process, "global settings: the global random generator (shared with the host)");
   r.def("generator-manual-seed!", "(g seed)",
         [](Value gv, int64_t seed) {
           at::Generator g = generatorArg(gv, "generator-manual-seed!", 1);
@@ -93,6 +97,8 @@ void registerRandom(Registry& r) {
           return gv;
         },
         "Seeds generator G with SEED (Generator.manual_seed) and returns G.");
+  sandboxAllowed(r, "generator-manual-seed!", "a generator it is given",
+               "a sandboxed script can only hold its own generators: default-generator, the way to the global one, is refused");
   r.def("generator-seed!", "(g)",
         [](Value gv) {
           at::Generator g = generatorArg(gv, "generator-seed!", 1);
@@ -128,6 +134,8 @@ void registerRandom(Registry& r) {
           return gv;
         },
         "Restores generator G to STATE (a uint8 tensor from generator-get-state) and returns G.");
+  sandboxAllowed(r, "generator-set-state!", "a generator it is given",
+               "as generator-manual-seed!");
   r.def("get-rng-state", "(:optional device)",
         [](std::optional<at::Device> device) {
           at::Generator g = defaultGenerator(device ? *device : cpuDevice());
@@ -137,6 +145,8 @@ void registerRandom(Registry& r) {
         "The state of the default generator of DEVICE (default CPU) as a uint8 tensor "
         "(torch.get_rng_state, torch.cuda.get_rng_state). Save it with a checkpoint and restore it "
         "with set-rng-state! so a resumed run draws the same random numbers.");
+  sandboxAllowed(r, "get-rng-state", "global settings: the global random generator",
+               "reads a copy of its state; changes nothing");
   r.def("set-rng-state!", "(state :optional device)",
         [](const at::Tensor& state, std::optional<at::Device> device) {
           requireProcessAccess("set-rng-state!");
@@ -148,6 +158,7 @@ void registerRandom(Registry& r) {
         },
         "Restores the default generator of DEVICE (default CPU) to STATE, a uint8 tensor from "
         "get-rng-state (torch.set_rng_state).");
+  sandbox(r, "set-rng-state!", Needs::Process, "global settings: the global random generator");
   r.def("initial-seed", "()",
         []() {
           at::Generator g = defaultGenerator(cpuDevice());
@@ -155,6 +166,8 @@ void registerRandom(Registry& r) {
           return seedValue(g.current_seed());
         },
         "The seed of the default CPU generator (torch.initial_seed).");
+  sandboxAllowed(r, "initial-seed", "global settings: the global random generator",
+               "reads its seed; changes nothing");
 }
 
 }  // namespace purple

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include "interp/sandbox.hpp"
 
 namespace purple {
 
@@ -187,6 +188,7 @@ void registerTensorBoard(Registry& r) {
         "it creates the directory and an event file events.out.tfevents.TIME.HOST.PID.N there; add-scalar,\n"
         "add-scalars, add-histogram, add-image, add-images and add-text append to it, and every record reaches\n"
         "the file at once (tensorboard --logdir LOG-DIR shows them while training runs).");
+  sandbox(r, "summary-writer", Needs::Files, "files: makes a log directory and an event file");
   r.def("summary-writer-log-dir", "(writer)", [](Value w) { return writerArg(w, "summary-writer-log-dir").logDir; },
         "The directory WRITER logs to.");
   r.def("summary-writer-file", "(writer)", [](Value w) { return writerArg(w, "summary-writer-file").events->path(); },
@@ -202,6 +204,8 @@ void registerTensorBoard(Registry& r) {
           w.write(std::move(s), stepOf(step), wallTimeOf(wall));
         },
         "Logs VALUE (a number or one-element tensor) under TAG at STEP (default 0), as add_scalar does.");
+  sandboxAllowed(r, "add-scalar", "files: a writer's event file",
+               "writes only through a writer: summary-writer, refused, is the only way to make one, so only a writer the host handed in");
   r.def("add-scalars", "(writer main-tag values :optional step walltime)",
         [](Value wv, std::string mainTag, Value values, std::optional<int64_t> step, std::optional<double> wall) {
           SummaryWriter& w = writerArg(wv, "add-scalars");
@@ -230,6 +234,8 @@ void registerTensorBoard(Registry& r) {
         },
         "Logs several scalars under MAIN-TAG at STEP, VALUES an alist of (tag . value), as add_scalars does:\n"
         "each tag goes to a run of its own, LOG-DIR/MAIN-TAG_TAG, so TensorBoard draws them in one chart.");
+  sandboxAllowed(r, "add-scalars", "files: a writer's event file",
+               "as add-scalar");
   r.def("add-histogram", "(writer tag values :optional step walltime :key (bins 64))",
         [](Value wv, std::string tag, const at::Tensor& values, std::optional<int64_t> step, std::optional<double> wall,
            int64_t bins) {
@@ -244,6 +250,8 @@ void registerTensorBoard(Registry& r) {
         },
         "Logs the distribution of VALUES (a tensor, e.g. a layer's weights) under TAG at STEP: min, max, count,\n"
         "sum, sum of squares and :bins equal-width buckets, as add_histogram writes them.");
+  sandboxAllowed(r, "add-histogram", "files: a writer's event file",
+               "as add-scalar");
   r.def("add-image", "(writer tag image :optional step walltime :key (dataformats \"CHW\"))",
         [](Value wv, std::string tag, const at::Tensor& image, std::optional<int64_t> step, std::optional<double> wall,
            std::string formats) {
@@ -257,6 +265,8 @@ void registerTensorBoard(Registry& r) {
         },
         "Logs IMAGE (floats in [0, 1] or uint8; :dataformats \"CHW\" (default), \"HWC\" or \"HW\") under TAG at\n"
         "STEP as a PNG, as add_image does.");
+  sandboxAllowed(r, "add-image", "files: a writer's event file",
+               "as add-scalar");
   r.def("add-images", "(writer tag images :optional step walltime :key (columns 8))",
         [](Value wv, std::string tag, const at::Tensor& images, std::optional<int64_t> step,
            std::optional<double> wall, int64_t columns) {
@@ -276,6 +286,8 @@ void registerTensorBoard(Registry& r) {
         },
         "Logs a batch of IMAGES ([N C H W] or [N H W]) under TAG at STEP as one grid picture of COLUMNS\n"
         "images a row, as add_images does.");
+  sandboxAllowed(r, "add-images", "files: a writer's event file",
+               "as add-scalar");
   r.def("add-text", "(writer tag text :optional step walltime)",
         [](Value wv, std::string tag, std::string text, std::optional<int64_t> step, std::optional<double> wall) {
           SummaryWriter& w = writerArg(wv, "add-text");
@@ -291,6 +303,8 @@ void registerTensorBoard(Registry& r) {
           w.write(std::move(s), stepOf(step), wallTimeOf(wall));
         },
         "Logs TEXT (Markdown in TensorBoard's text tab) under TAG at STEP, as add_text does.");
+  sandboxAllowed(r, "add-text", "files: a writer's event file",
+               "as add-scalar");
   r.def("summary-writer-flush", "(writer)",
         [](Value wv) {
           SummaryWriter& w = writerArg(wv, "summary-writer-flush");
@@ -299,8 +313,12 @@ void registerTensorBoard(Registry& r) {
           for (auto& kv : w.scalarRuns) kv.second->flush();
         },
         "Makes sure everything WRITER logged is on disk (each record already reached the operating system).");
+  sandboxAllowed(r, "summary-writer-flush", "files: a writer's event file",
+               "as add-scalar");
   r.def("summary-writer-close", "(writer)", [](Value wv) { writerArg(wv, "summary-writer-close").close(); },
         "Flushes and closes WRITER's event files; adding to it afterwards is an error.");
+  sandboxAllowed(r, "summary-writer-close", "files: a writer's event file",
+               "as add-scalar");
 }
 
 }  // namespace purple
