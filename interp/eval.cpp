@@ -866,8 +866,30 @@ Value Interp::eval(Node* node, Frame* env) {
           return callPrimitiveApp(*this, app, fn, env);
         }
         uint32_t argc = app->argc;
-        Value argvBuf[kInlineSlots];
-        Value* argv = argc <= kInlineSlots ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
+        // The commonest call: a closure taking just its required parameters, in a frame this
+        // activation's frameStore can hold and has not used yet (not a tail call), no tensor
+        // builtin's result passed on. The arguments are evaluated straight into the new frame:
+        // nothing else can see frameStore until the frame is complete.
+        if (fn.is(Kind::Closure) && !frameStoreLive && !app->tensorArgMask) {
+          LambdaNode* l = fn.as<Closure>()->code;
+          if (argc == l->nRequired && l->frameSize <= kInlineSlots && !l->heapFrame && hasSimpleParams(l)) {
+            auto* f = reinterpret_cast<Frame*>(frameStore);
+            for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalSimple(*this, app->args[i], env);
+            for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
+            f->kind = Kind::Frame;
+            f->extra = l->frameSize;
+            f->parent = fn.as<Closure>()->env;
+            frameStoreLive = true;
+            recordClosureCall(rec, app, fn);
+            if (--stepsLeft <= 0) safePoint();
+            env = f;
+            node = l->body;
+            continue;
+          }
+        }
+        alignas(Value) char argvStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
+        Value* argv = argc <= kInlineSlots ? reinterpret_cast<Value*>(argvStore)
+                                           : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
         // A tensor builtin's result passed straight to a closure's parameter goes the slower
         // way of bindOwnedTensorCall, which keeps this activation's stack frame small.
         bool adopt = app->tensorArgMask && fn.is(Kind::Closure) && hasSimpleParams(fn.as<Closure>()->code);
