@@ -283,7 +283,7 @@ void registerPorts(Registry& r) {
     portWrite(outPort(in, port, "display"), toDisplayString(v));
   }, "Writes OBJ for people: strings without quotes, characters as themselves.");
   sandboxAllowed(r, "display", "ports: the current output port",
-               "writes to a port it is given, or to the current output port: the host's output stream (Options::output), which the host chose");
+               "writes to a port it is given, or to the current output port: the host's output stream (Options::out, onOutput), which the host chose. A sandboxed script cannot open a file port; one opened before the limits were set (Interpreter::setLimits) stays usable, since the host or code it trusted opened it");
   r.def("write", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     portWrite(outPort(in, port, "write"), toWriteString(v));
   }, "Writes OBJ so that read can read it back (cycles are labelled).");

@@ -104,6 +104,8 @@ void registerTensorDevices(Registry& r) {
         },
         "Waits until all work queued on the current CUDA device (or DEVICE) has finished; does "
         "nothing without CUDA. Use it before timing GPU code.");
+  sandboxAllowed(r, "cuda-synchronize", "the GPU: waits for its queued work",
+               "changes nothing; a GPU is used like any tensor operation uses it (maxTensorBytes counts CUDA tensors after the fact)");
   r.def("set-num-threads!", "(n)",
         [](int64_t n) {
           requireProcessAccess("set-num-threads!");

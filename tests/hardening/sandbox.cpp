@@ -482,6 +482,29 @@ int main(int argc, char** argv) {
       check(evalString(host, kSettings) == settings, "escape changed a process-wide setting: " + e);
     }
   }
+  // limits set later (Interpreter::setLimits) hold at once; a port opened before them stays usable
+  // (docs/sandbox.md: the host, or code it trusted, opened it), but no new one can be opened
+  {
+    purple::Interpreter later;
+    std::string portFile = w + "-port";
+    later.eval("(define p (open-output-file \"" + portFile + "\"))");
+    later.setLimits(purple::Limits::sandbox());
+    std::string got = outcome(later, "(open-output-file \"" + w + "/made\")");
+    check(got == "file-error: open-output-file: file access is disabled in this interpreter",
+          "open-output-file after setLimits gave \"" + got + "\"");
+    check(outcome(later, "(begin (display \"kept\" p) (close-port p))").empty(), "a port opened before the limits");
+    check(readFile(portFile) == "kept", "the port opened before the limits was written");
+    std::remove(portFile.c_str());
+    got = outcome(later, "(manual-seed 1)");
+    check(got == "error: manual-seed: process access is disabled in this interpreter", "manual-seed after setLimits gave \"" + got + "\"");
+    // help still describes a refused builtin (the guard keeps its signature and docstring)
+    check(evalString(later, "(with-output-to-string (lambda () (help 'load)))").find("(load ") == 0, "help of a refused builtin");
+    check(evalString(later, "(with-output-to-string (lambda () (write (builtin-sandbox-rule 'u8-ready?))))")
+              .find("allowed") != std::string::npos, "an alias has its builtin's rule");
+    check(later.eval("(builtin-sandbox-rule 'car)").isFalse(), "car touches nothing outside");
+  }
+  check(dirListing(w) + "| " + dirListing(w + "/lib") == before, "the scratch directory is as it was");
+
   // a host's own interpreter keeps every right: the wrapper passes the call through
   check(host.eval("(file-exists? \"" + w + "/victim\")").isTrue(), "file-exists? in the host's interpreter");
   check(evalString(host, "(get-environment-variable \"PURPLE_SANDBOX_SECRET\")") == "s3cret", "the host reads the environment");
