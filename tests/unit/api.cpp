@@ -4,15 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/DLConvertor.h>
 
-// LibTorch's glog defines CHECK too; doctest's is the one meant here.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_GT
-#undef CHECK_LE
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#include "tests/unit/doctest_after_torch.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -5,14 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_GT
-#undef CHECK_LE
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#include "tests/unit/doctest_after_torch.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,4 @@
 // Unit tests of the interpreter's core pieces: reader, printer, numbers, evaluator, GC glue.
-#include <doctest/doctest.h>
 #include "interp/gc.hpp"
 #include "interp/interp.hpp"
 #include "interp/numbers.hpp"
@@ -10,6 +9,8 @@
 #include <gc/gc.h>
 #include <string>
 #include <vector>
+
+#include "tests/unit/doctest_after_torch.hpp"
 
 using namespace purple;
 

@@ -6,14 +6,7 @@
 
 #include "tests/unit/big_stack.hpp"
 
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_GT
-#undef CHECK_LE
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#include "tests/unit/doctest_after_torch.hpp"
 
 #include <chrono>
 #include <string>
