@@ -445,8 +445,18 @@ __attribute__((noinline)) Value inlinePrimitiveOnCalls(Interp& in, AppNode* app,
   Value argv[3];
   uint32_t argc = app->argc, fresh = 0;
   for (uint32_t i = 0; i < argc; i++) {
-    if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
-    argv[i] = evalSimple(in, app->args[i], env);
+    Node* a = app->args[i];
+    if (a->op() == Op::App && static_cast<AppNode*>(a)->fn->op() == Op::Global) {
+      Value g = static_cast<GlobalNode*>(static_cast<AppNode*>(a)->fn)->cell->value;
+      // `(fib (- n 1))`: a call of a closure (or an unbound name, or a non-procedure) goes
+      // straight to eval, as evalCompound would send it after the same checks
+      if (!g.is(Kind::Primitive)) {
+        argv[i] = in.eval(a, env);
+        continue;
+      }
+      if (g.obj()->flags & kPrimReturnsFresh) fresh |= 1u << i;
+    }
+    argv[i] = evalSimple(in, a, env);
   }
   Value result = applyInline(in, app, fn, argv, argc);
   if (fresh && (fn.obj()->flags & kPrimBorrowsArgs)) releaseFreshArguments(argv, argc, fresh, result);
