@@ -109,6 +109,8 @@ void pollCurrentInterp() {
   if (Interp* in = tCurrent) in->poll();
 }
 
+char* currentThreadStackLimit() { return threadStackLimit(); }
+
 bool stackNearlyFull() { return reinterpret_cast<char*>(__builtin_frame_address(0)) < threadStackLimit(); }
 
 void Interp::ensureStackLimit() {

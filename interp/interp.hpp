@@ -60,6 +60,8 @@ inline void pollEvery(uint64_t iteration) {
 // For a thread that runs on a stack it switched to itself: the lowest address its C++ code may
 // reach (the default comes from the thread's pthread attributes).
 void setCurrentThreadStackLimit(char* lowest);
+// The lowest address the calling thread's C++ code may reach (the limit "recursion too deep" uses).
+char* currentThreadStackLimit();
 
 std::string primitiveName(Value prim);
 

@@ -20,16 +20,8 @@ os.environ["JUPYTER_PATH"] = os.path.join(tmp, "share", "jupyter")
 os.environ.setdefault("JUPYTER_RUNTIME_DIR", os.path.join(tmp, "runtime"))
 
 from jupyter_client import KernelManager  # noqa: E402
-
-failures = []
-
-
-def check(name, ok, detail=""):
-    if ok:
-        print(f"ok: {name}")
-    else:
-        failures.append(name)
-        print(f"FAIL: {name}: {detail}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checks import check, finish  # noqa: E402
 
 
 km = KernelManager(kernel_name="purple")
@@ -245,5 +237,4 @@ check("shutdown: the kernel process ends", not km.is_alive(), "still alive")
 kc.stop_channels()
 if km.is_alive():
     km.shutdown_kernel(now=True)
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

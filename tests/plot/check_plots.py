@@ -12,18 +12,11 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 from PIL import Image
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checks import check, finish  # noqa: E402
 
 purple = os.path.abspath(sys.argv[1])
 tmp = tempfile.mkdtemp(prefix="purple-plot-")
-failures = []
-
-
-def check(name, ok, detail=""):
-    if ok:
-        print(f"ok: {name}")
-    else:
-        failures.append(name)
-        print(f"FAIL: {name}: {detail}")
 
 
 script = os.path.join(tmp, "plots.purple")
@@ -119,5 +112,4 @@ run = subprocess.run([purple], input="(plot '(1 4 9) :title \"repl\")\n(show (pl
 paths = [w for line in run.stdout.splitlines() for w in line.split() if w.endswith(".png")]
 check("REPL: plot results are files whose paths are printed", run.returncode == 0 and len(paths) == 2
       and all(os.path.exists(p) and Image.open(p).size == (800, 500) for p in paths), run.stdout + run.stderr)
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()

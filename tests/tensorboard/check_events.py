@@ -26,16 +26,8 @@ protos = sorted(glob.glob(os.path.join(here, "proto", "tensorboard", "compat", "
 subprocess.run([protoc, f"--proto_path={os.path.join(here, 'proto')}", f"--python_out={gen}"] + protos, check=True)
 sys.path.insert(0, gen)
 from tensorboard.compat.proto import event_pb2  # noqa: E402
-
-failures = []
-
-
-def check(name, ok, detail=""):
-    if ok:
-        print(f"ok: {name}")
-    else:
-        failures.append(name)
-        print(f"FAIL: {name}: {detail}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checks import check, finish  # noqa: E402
 
 
 # CRC-32C (Castagnoli), bit by bit: independent of Purple's table-driven C++.
@@ -201,5 +193,4 @@ if fit_files:
 else:
     check("fit wrote an event file", False, str(os.listdir(os.path.join(tmp, "logs"))))
 
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()
