@@ -368,8 +368,12 @@ struct Analyzer {
       n->args[i] = analyze(car(p), scope);
       noteArgument(n, i);
     }
+    if (argc == 2 && n->fn->op() == Op::Global && isSimpleOperand(n->args[0]) && isSimpleOperand(n->args[1]))
+      n->flags |= kAppSimpleOperands;
     return n;
   }
+
+  static bool isSimpleOperand(Node* a) { return a->op() == Op::Const || a->op() == Op::Local0 || a->op() == Op::Local1; }
 
   // Marks argument i of a call when it is itself a call (appArgMask), and when that call names
   // a global bound, as the code is analyzed, to a tensor builtin (tensorArgMask: the evaluator

@@ -162,9 +162,28 @@ __attribute__((noinline)) Value evalVariableOrEval(Interp& in, Node* n, Frame* e
   return in.eval(n, env);
 }
 
+// A kAppSimpleOperands argument: a constant, or a local of this frame or the enclosing one.
+__attribute__((always_inline)) inline Value simpleOperand(Node* a, Frame* env) {
+  if (a->op() == Op::Const) return static_cast<ConstNode*>(a)->value;
+  Frame* f = a->op() == Op::Local0 ? env : env->parent;
+  return f->slots[static_cast<LocalNode*>(a)->index];
+}
+
+__attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Value x, Value y, Value* out);
+
 Value evalCompound(Interp& in, Node* n, Frame* env) {
   if (n->op() == Op::App) {
     auto* app = static_cast<AppNode*>(n);
+    if (app->flags & kAppSimpleOperands) {
+      // `(< n 2)`, `(- i 1)`: + - * < > <= >= = on two fixnums with no further checks. The
+      // operands are read raw (a fixnum needs no shareValue); anything else takes the general
+      // path below, which reads them again.
+      Value fn = static_cast<GlobalNode*>(app->fn)->cell->value, r;
+      if (fn.is(Kind::Primitive) && uint16_t(fn.obj()->small - 1) < uint16_t(InlineBuiltin::NumEq) &&
+          fixnumArithmetic(InlineBuiltin(fn.obj()->small), simpleOperand(app->args[0], env),
+                           simpleOperand(app->args[1], env), &r))
+        return r;
+    }
     if (app->fn->op() == Op::Global) {
       Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
       if (fn.is(Kind::Primitive)) {
@@ -426,8 +445,18 @@ __attribute__((noinline)) Value inlinePrimitiveOnCalls(Interp& in, AppNode* app,
   Value argv[3];
   uint32_t argc = app->argc, fresh = 0;
   for (uint32_t i = 0; i < argc; i++) {
-    if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
-    argv[i] = evalSimple(in, app->args[i], env);
+    Node* a = app->args[i];
+    if (a->op() == Op::App && static_cast<AppNode*>(a)->fn->op() == Op::Global) {
+      Value g = static_cast<GlobalNode*>(static_cast<AppNode*>(a)->fn)->cell->value;
+      // `(fib (- n 1))`: a call of a closure (or an unbound name, or a non-procedure) goes
+      // straight to eval, as evalCompound would send it after the same checks
+      if (!g.is(Kind::Primitive)) {
+        argv[i] = in.eval(a, env);
+        continue;
+      }
+      if (g.obj()->flags & kPrimReturnsFresh) fresh |= 1u << i;
+    }
+    argv[i] = evalSimple(in, a, env);
   }
   Value result = applyInline(in, app, fn, argv, argc);
   if (fresh && (fn.obj()->flags & kPrimBorrowsArgs)) releaseFreshArguments(argv, argc, fresh, result);
