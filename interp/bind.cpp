@@ -463,47 +463,41 @@ void record(Registry& r, SandboxRule rule) {
 
 }  // namespace
 
+namespace {
+SandboxRule makeRule(std::string_view name, SandboxKind kind, std::string_view touches, std::string_view how = {}) {
+  SandboxRule rule;
+  rule.name = std::string(name);
+  rule.kind = kind;
+  rule.touches = std::string(touches);
+  rule.how = std::string(how);
+  return rule;
+}
+}  // namespace
+
 void sandbox(Registry& r, std::string_view name, uint8_t needs, std::string_view touches) {
   sandbox(r, name, needs, touches, {}, {});
 }
 
 void sandbox(Registry& r, std::string_view name, uint8_t needs, std::string_view touches,
              std::string_view errorKind, std::string_view errorText) {
-  SandboxRule rule;
-  rule.name = std::string(name);
-  rule.kind = SandboxKind::Refused;
+  SandboxRule rule = makeRule(name, SandboxKind::Refused, touches);
   rule.needs = needs;
-  rule.touches = std::string(touches);
   rule.errorKind = std::string(errorKind);
   rule.errorText = std::string(errorText);
   record(r, std::move(rule));
 }
 
 void sandboxConditional(Registry& r, std::string_view name, std::string_view touches, std::string_view how) {
-  SandboxRule rule;
-  rule.name = std::string(name);
-  rule.kind = SandboxKind::Conditional;
-  rule.touches = std::string(touches);
-  rule.how = std::string(how);
-  record(r, std::move(rule));
+  record(r, makeRule(name, SandboxKind::Conditional, touches, how));
 }
 
 void sandboxAllowed(Registry& r, std::string_view name, std::string_view touches, std::string_view why) {
-  SandboxRule rule;
-  rule.name = std::string(name);
-  rule.kind = SandboxKind::Allowed;
-  rule.touches = std::string(touches);
-  rule.how = std::string(why);
-  record(r, std::move(rule));
+  record(r, makeRule(name, SandboxKind::Allowed, touches, why));
 }
 
 void sandboxSyntax(std::string_view name, std::string_view touches, std::string_view how) {
-  SandboxRule rule;
-  rule.name = std::string(name);
+  SandboxRule rule = makeRule(name, SandboxKind::Conditional, touches, how);
   rule.family = "syntax";
-  rule.kind = SandboxKind::Conditional;
-  rule.touches = std::string(touches);
-  rule.how = std::string(how);
   remember(std::move(rule));
 }
 
