@@ -170,6 +170,7 @@ __attribute__((always_inline)) inline Value simpleOperand(Node* a, Frame* env) {
 }
 
 __attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Value x, Value y, Value* out);
+Value simpleOperandsCall(Interp& in, AppNode* app, Value fn, Frame* env);
 
 Value evalCompound(Interp& in, Node* n, Frame* env) {
   if (n->op() == Op::App) {
@@ -177,12 +178,15 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
     if (app->flags & kAppSimpleOperands) {
       // `(< n 2)`, `(- i 1)`: + - * < > <= >= = on two fixnums with no further checks. The
       // operands are read raw (a fixnum needs no shareValue); anything else takes the general
-      // path below, which reads them again.
+      // path below, which reads them again. `(car l)`, `(vector-ref v i)`: one call away.
       Value fn = static_cast<GlobalNode*>(app->fn)->cell->value, r;
-      if (fn.is(Kind::Primitive) && uint16_t(fn.obj()->small - 1) < uint16_t(InlineBuiltin::NumEq) &&
-          fixnumArithmetic(InlineBuiltin(fn.obj()->small), simpleOperand(app->args[0], env),
-                           simpleOperand(app->args[1], env), &r))
-        return r;
+      if (fn.is(Kind::Primitive) && fn.obj()->small) {
+        if (app->argc != 2 || fn.obj()->small > uint16_t(InlineBuiltin::NumEq))
+          return simpleOperandsCall(in, app, fn, env);
+        if (fixnumArithmetic(InlineBuiltin(fn.obj()->small), simpleOperand(app->args[0], env),
+                             simpleOperand(app->args[1], env), &r))
+          return r;
+      }
     }
     if (app->fn->op() == Op::Global) {
       Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
@@ -294,8 +298,10 @@ __attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Va
 }
 
 // The builtins with an InlineBuiltin (Primitive::small) on the arguments they take most often;
-// false means "call the builtin": other types or counts, errors, bignum results.
-__attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
+// false means "call the builtin": other types or counts, errors, bignum results. A value that
+// escapes into a pair or vector is marked shared (shareValue), as reading a variable would.
+__attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op, uint32_t argc, const Value* argv,
+                                                               Value* out) {
   if (argc == 2) {
     Value x = argv[0], y = argv[1];
     if (op <= InlineBuiltin::NumEq) return fixnumArithmetic(op, x, y, out);
@@ -321,7 +327,7 @@ __attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, 
     }
     switch (op) {
       case InlineBuiltin::Eq: *out = Value::boolean(x == y); return true;
-      case InlineBuiltin::Cons: *out = cons(x, y); return true;
+      case InlineBuiltin::Cons: *out = cons(shareValue(x), shareValue(y)); return true;
       case InlineBuiltin::VectorRef:
         if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
         *out = x.as<Vector>()->items[y.fixnum()];
@@ -365,11 +371,15 @@ __attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, 
   if (argc == 3 && op == InlineBuiltin::VectorSet) {
     Value x = argv[0], k = argv[1];
     if (!x.is(Kind::Vector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra) return false;
-    x.as<Vector>()->items[k.fixnum()] = argv[2];
+    x.as<Vector>()->items[k.fixnum()] = shareValue(argv[2]);
     *out = Value::unspecified();
     return true;
   }
   return false;
+}
+
+__attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
+  return inlinePrimitiveBody(op, argc, argv, out);
 }
 
 // A builtin with an InlineBuiltin on what inlinePrimitive declined (generic numbers, tensors, errors),
@@ -410,6 +420,22 @@ __attribute__((always_inline)) inline Value inlinePrimitiveApp(Interp& in, AppNo
 
 __attribute__((noinline)) Value inlinePrimitiveCall(Interp& in, AppNode* app, Value fn, Frame* env) {
   return inlinePrimitiveApp(in, app, fn, env);
+}
+
+// `(car l)`, `(null? x)`, `(vector-ref v i)`, `(vector-set! v i x)`: an inline builtin on one to
+// three operands that are constants or locals of this frame or the enclosing one
+// (kAppSimpleOperands), read in place, without evalSimple's dispatch per argument. It polls as
+// every builtin call does; what the inline code declines takes the general inline path, which
+// reads the operands again.
+__attribute__((noinline)) Value simpleOperandsCall(Interp& in, AppNode* app, Value fn, Frame* env) {
+  uint32_t argc = app->argc;
+  Value argv[3], result;
+  argv[0] = simpleOperand(app->args[0], env);
+  if (argc > 1) argv[1] = simpleOperand(app->args[1], env);
+  if (argc > 2) argv[2] = simpleOperand(app->args[2], env);
+  in.poll();
+  if (inlinePrimitiveBody(InlineBuiltin(fn.obj()->small), argc, argv, &result)) return result;
+  return inlinePrimitiveCall(in, app, fn, env);
 }
 
 // `(< n 2)`: two simple arguments of + - * < > <= >= =.

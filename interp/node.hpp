@@ -60,9 +60,10 @@ struct LambdaNode : Node {
 };
 
 constexpr uint8_t kAppInPrelude = 1;   // AppNode::flags: a call written in the prelude
-// AppNode::flags: a call of a global with two arguments that are each a constant or a local of
-// the current or enclosing frame (Local0, Local1): `(< n 2)`, `(- i 1)`, `(+ i sum)`. The
-// evaluator runs + - * < > <= >= = on two fixnums there without the general call's checks.
+// AppNode::flags: a call of a global with one to three arguments that are each a constant or a
+// local of the current or enclosing frame (Local0, Local1): `(< n 2)`, `(- i 1)`, `(car l)`,
+// `(vector-ref v i)`. The evaluator runs an inline builtin there (+ - * < > <= >= = on two
+// fixnums, car, null?, vector-ref...) on the operands read in place.
 constexpr uint8_t kAppSimpleOperands = 2;
 
 struct AppNode : Node {
