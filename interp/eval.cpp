@@ -201,6 +201,8 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
         return callPrimitiveApp(in, app, fn, env);
       }
     }
+    // `(tak (tak ...) ...)`, `(fib (- n 1))` as an argument: a closure call, straight to eval
+    return in.eval(n, env);
   }
   return evalVariableOrEval(in, n, env);
 }
