@@ -371,6 +371,7 @@ struct Analyzer {
     bool simple = argc >= 1 && argc <= 3 && n->fn->op() == Op::Global;
     for (size_t k = 0; simple && k < argc; k++) simple = isSimpleOperand(n->args[k]);
     if (simple) n->flags |= kAppSimpleOperands;
+    if ((n->shape = appShapeFor(n, &n->expected))) n->flags |= kAppShaped;
     return n;
   }
 

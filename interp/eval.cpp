@@ -11,6 +11,7 @@
 #include "interp/bind.hpp"
 #include "interp/tensor_scope.hpp"
 #include <gc/gc.h>
+#include <array>
 #include <atomic>
 
 namespace purple {
@@ -146,7 +147,9 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
       if (cell->value.isUnbound()) unboundVariable(cell);
       return shareValue(cell->value);
     }
-    default: return evalCompound(in, n, env);
+    default:
+      if (n->flags & kAppShaped) return static_cast<AppNode*>(n)->shape(in, static_cast<AppNode*>(n), env);
+      return evalCompound(in, n, env);
   }
 }
 
@@ -448,6 +451,61 @@ __attribute__((always_inline)) inline Value inlineArithmeticApp(Interp& in, AppN
   return callInlineBuiltin(in, app, fn, argv, 2);
 }
 
+// ---- shaped calls (superinstructions) ----
+// + - * < > <= >= = whose two operands are each a constant, a local of this frame or the
+// enclosing one, or a call of a procedure that was not a builtin when the call was analyzed
+// (`(fib (- n 1))`): one function per operator and operand kinds, chosen by the analyzer
+// (AppNode::shape), so that `(< n 2)` costs an indirect call and a few loads instead of the
+// dispatch through evalSimple, evalCompound and the checks of the general inline call.
+enum OperandKind { kConstOperand, kLocal0Operand, kLocal1Operand, kCallOperand, kOperandKinds };
+
+template <int K> __attribute__((always_inline)) inline Value shapedOperand(Interp& in, Node* a, Frame* env) {
+  if constexpr (K == kConstOperand) return static_cast<ConstNode*>(a)->value;
+  else if constexpr (K == kLocal0Operand) return env->slots[static_cast<LocalNode*>(a)->index];
+  else if constexpr (K == kLocal1Operand) return env->parent->slots[static_cast<LocalNode*>(a)->index];
+  else return in.eval(a, env);
+}
+
+template <int Op, int A, int B> Value shapedArithmetic(Interp& in, AppNode* app, Frame* env) {
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);   // rebound
+  Value x = shapedOperand<A>(in, app->args[0], env);
+  Value y = shapedOperand<B>(in, app->args[1], env);
+  Value r;
+  if (fixnumArithmetic(InlineBuiltin(Op), x, y, &r)) return r;
+  // not two fixnums (or a bignum product): the builtin, on the values already computed
+  Value argv[2] = {shareValue(x), shareValue(y)};
+  return callInlineBuiltin(in, app, fn, argv, 2);
+}
+
+template <int Op, int A> constexpr std::array<AppShapeFn, kOperandKinds> shapeRow() {
+  return {shapedArithmetic<Op, A, 0>, shapedArithmetic<Op, A, 1>, shapedArithmetic<Op, A, 2>,
+          shapedArithmetic<Op, A, 3>};
+}
+template <int Op> constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> shapeTable() {
+  return {shapeRow<Op, 0>(), shapeRow<Op, 1>(), shapeRow<Op, 2>(), shapeRow<Op, 3>()};
+}
+constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> kArithmeticShapes[] = {
+    shapeTable<1>(), shapeTable<2>(), shapeTable<3>(), shapeTable<4>(),
+    shapeTable<5>(), shapeTable<6>(), shapeTable<7>(), shapeTable<8>()};
+static_assert(uint16_t(InlineBuiltin::Add) == 1 && uint16_t(InlineBuiltin::NumEq) == 8);
+
+int operandKind(Node* a) {
+  switch (a->op()) {
+    case Op::Const: return kConstOperand;
+    case Op::Local0: return kLocal0Operand;
+    case Op::Local1: return kLocal1Operand;
+    case Op::App: {
+      // A builtin's result may be a fresh tensor that the general inline call releases at once:
+      // only calls of what is not a builtin now (a closure, a name not yet defined, a variable).
+      Node* f = static_cast<AppNode*>(a)->fn;
+      if (f->op() == Op::Global && static_cast<GlobalNode*>(f)->cell->value.is(Kind::Primitive)) return -1;
+      return kCallOperand;
+    }
+    default: return -1;
+  }
+}
+
 // After a builtin that keeps none of its arguments returned `result`: the tensors that calls
 // of fresh-returning builtins made for it (bits of `fresh`) are dead, unless returned.
 inline void releaseFreshArguments(Value* argv, uint32_t argc, uint32_t fresh, Value result) {
@@ -534,6 +592,18 @@ bool isDeclaredKey(LambdaNode* l, Value v) {
 }
 
 }  // namespace
+
+AppShapeFn appShapeFor(AppNode* app, Value* expected) {
+  if (app->argc != 2 || app->fn->op() != Op::Global || app->tensorArgMask) return nullptr;
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (!fn.is(Kind::Primitive)) return nullptr;
+  uint16_t op = fn.obj()->small;
+  if (op < uint16_t(InlineBuiltin::Add) || op > uint16_t(InlineBuiltin::NumEq)) return nullptr;
+  int a = operandKind(app->args[0]), b = operandKind(app->args[1]);
+  if (a < 0 || b < 0) return nullptr;
+  *expected = fn;
+  return kArithmeticShapes[op - 1][a][b];
+}
 
 std::string describeProcedure(Value proc) {
   if (proc.is(Kind::Closure)) {
@@ -914,6 +984,7 @@ Value Interp::eval(Node* node, Frame* env) {
           auto* cell = static_cast<GlobalNode*>(app->fn)->cell;
           if (cell->value.isUnbound()) unboundVariable(cell);
           fn = cell->value;
+          if ((app->flags & kAppShaped) && fn == app->expected) return app->shape(*this, app, env);
         } else {
           fn = evalSimple(*this, app->fn, env);
         }
