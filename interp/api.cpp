@@ -74,7 +74,10 @@ struct Impl {
   Interp* interp = nullptr;
   int active = 0;                                        // API calls in progress on this interpreter
   std::unordered_map<std::type_index, Root> methods;     // per host type: hash table name -> procedure
-  std::vector<HostFnRecord*> natives;                    // released when the interpreter goes
+  // The host's native functions: destroyed with the interpreter. Their Purple procedures may
+  // outlive it (another interpreter may hold one); `alive` lets them refuse to run then.
+  std::vector<std::unique_ptr<NativeFn>> natives;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
 };
 
 struct Call {
@@ -85,9 +88,12 @@ struct Call {
 
 }  // namespace detail
 
+// What a native function's procedure points at (its PrimitiveInfo's callable). Freed with the
+// procedure's info when the collector finds the procedure unreachable (releaseHostFunction).
 struct HostFnRecord {
-  std::unique_ptr<detail::NativeFn> fn;
+  detail::NativeFn* fn;                 // owned by the interpreter (Impl::natives)
   detail::Impl* impl;
+  std::shared_ptr<const bool> alive;    // false once the interpreter has been destroyed
 };
 
 namespace {
@@ -197,7 +203,7 @@ template <class F> Value guarded(Impl& im, F f) {
 // the NativeFn converts them and calls the host's callable.
 PV hostInvoke(Interp& in, PV* argv, int argc, PrimitiveInfo* info) {
   auto* rec = static_cast<HostFnRecord*>(info->callable);
-  if (!rec || !rec->fn) throwError("error", info->name + ": its interpreter has been destroyed");
+  if (!rec || !*rec->alive) throwError("error", info->name + ": its interpreter has been destroyed");
   constexpr int kInline = 12;
   PV slotBuf[kInline + 1];
   PV* buffer = info->nParams < kInline ? slotBuf : static_cast<PV*>(gcAlloc((info->nParams + 1) * sizeof(PV)));
@@ -700,6 +706,15 @@ struct TypePredicate final : NativeFn {
 };
 }  // namespace
 
+namespace {
+// A native function's procedure is garbage: its info and record go with it.
+void releaseHostFunction(void* primitive, void*) {
+  PrimitiveInfo* info = static_cast<Primitive*>(primitive)->info;
+  delete static_cast<HostFnRecord*>(info->callable);
+  Registry::releaseHostInfo(info);
+}
+}  // namespace
+
 void defineNative(Impl* impl, std::string_view name, std::string_view signature, NativeFn* fn, std::string_view doc,
                   bool returnsTensor, bool keepsValues) {
   std::unique_ptr<NativeFn> owned(fn);
@@ -711,8 +726,8 @@ void defineNative(Impl* impl, std::string_view name, std::string_view signature,
     GlobalCell* cell = in.globalCell(intern(name));
     PV previous = cell->value, previousDoc = cell->doc;
     Registry r(in, "host");
-    r.defRaw(name, signature, &hostInvoke, doc, flags);   // a malformed signature throws here
-    PrimitiveInfo* info = cell->value.as<Primitive>()->info;
+    PrimitiveInfo* info = r.defHost(name, signature, &hostInvoke, doc, flags);   // a malformed signature throws here
+    gcRegisterFinalizer(cell->value.obj(), &releaseHostFunction, nullptr);
     if (info->nParams != owned->arity) {
       cell->value = previous;
       cell->doc = previousDoc;
@@ -720,9 +735,8 @@ void defineNative(Impl* impl, std::string_view name, std::string_view signature,
                                      std::to_string(info->nParams) + " parameters but the C++ function takes " +
                                      std::to_string(owned->arity));
     }
-    auto* rec = new HostFnRecord{std::move(owned), impl};
-    impl->natives.push_back(rec);
-    info->callable = rec;
+    info->callable = new HostFnRecord{owned.get(), impl, impl->alive};
+    impl->natives.push_back(std::move(owned));
     return PV::unspecified();
   });
 }
@@ -786,7 +800,8 @@ Interpreter::~Interpreter() {
     flush();
   } catch (...) {
   }
-  for (HostFnRecord* rec : impl_->natives) rec->fn.reset();   // the records stay: primitives point at them
+  *impl_->alive = false;   // procedures that outlive it refuse to run (their records stay)
+  impl_->natives.clear();
   impl_->methods.clear();
   delete impl_->interp;
   delete impl_;

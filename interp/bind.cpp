@@ -101,7 +101,8 @@ struct ParsedParam {
 };
 }  // namespace
 
-// Names, in C++ parameter order, kept beside the info (the info is per builtin, lives forever).
+// Names, in C++ parameter order, kept beside the info (a builtin's lives forever, a host
+// function's until its interpreter goes).
 // Interpreters are made on several threads at once: the table has a lock.
 static std::mutex gParamNamesLock;
 static std::unordered_map<const PrimitiveInfo*, std::vector<std::string>>& paramNames() {
@@ -204,6 +205,53 @@ PrimitiveInfo* Registry::makeInfo(std::string_view name, std::string_view signat
   return info;
 }
 
+namespace {
+std::mutex gSharedInfosLock;
+std::unordered_map<std::string, PrimitiveInfo*>& sharedInfos() {
+  static auto* m = new std::unordered_map<std::string, PrimitiveInfo*>();
+  return *m;
+}
+}  // namespace
+
+PrimitiveInfo* Registry::sharedInfo(std::string_view name, std::string_view signature, std::string_view doc,
+                                    int cppParams, PrimFn entry, void (*complete)(PrimitiveInfo*, void*),
+                                    void* context) {
+  // The entry (one per C++ callable type) tells apart builtins of the same name and text; the
+  // family, builtins that two families both define.
+  std::string key = family_;
+  for (std::string_view part : {name, signature, doc}) {
+    key += '\0';
+    key += part;
+  }
+  key.append(reinterpret_cast<const char*>(&entry), sizeof entry);
+  std::lock_guard<std::mutex> g(gSharedInfosLock);
+  PrimitiveInfo*& slot = sharedInfos()[key];
+  if (!slot) {
+    PrimitiveInfo* info = makeInfo(name, signature, doc, cppParams);
+    if (complete) complete(info, context);
+    slot = info;
+  }
+  return slot;
+}
+
+PrimitiveInfo* Registry::defHost(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,
+                                 uint8_t flags) {
+  PrimitiveInfo* info = makeInfo(name, signature, doc, -1);
+  install(info, fn, flags);
+  return info;
+}
+
+void Registry::releaseHostInfo(PrimitiveInfo* info) {
+  {
+    std::lock_guard<std::mutex> g(gParamNamesLock);
+    paramNames().erase(info);
+  }
+  if (info->keys) gcFreeRoot(info->keys);
+  if (info->defaults) gcFreeRoot(info->defaults);
+  delete[] info->keyTwin;
+  delete info;
+}
+
 void Registry::install(PrimitiveInfo* info, PrimFn fn, uint8_t flags) {
   auto* p = static_cast<Primitive*>(gcAlloc(sizeof(Primitive)));
   p->kind = Kind::Primitive;
@@ -217,8 +265,7 @@ void Registry::install(PrimitiveInfo* info, PrimFn fn, uint8_t flags) {
 
 void Registry::defRaw(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,
                       uint8_t flags) {
-  PrimitiveInfo* info = makeInfo(name, signature, doc, -1);
-  install(info, fn, flags);
+  install(sharedInfo(name, signature, doc, -1, fn, nullptr, nullptr), fn, flags);
 }
 
 void Registry::alias(std::string_view newName, std::string_view existing) {
@@ -232,7 +279,9 @@ void Registry::inPlaceOnTemporary(std::string_view name, void (*fn)(at::Tensor&)
   Value v = in_.lookupGlobal(name);
   if (!v.is(Kind::Primitive) || !(v.obj()->flags & kPrimUnboxedTensor))
     throw std::logic_error("inPlaceOnTemporary: " + std::string(name) + " is not a tensor builtin");
-  v.as<Primitive>()->info->inPlace = fn;
+  // Shared: only the first interpreter writes it (others may be reading it by then).
+  PrimitiveInfo* info = v.as<Primitive>()->info;
+  if (info->inPlace != fn) info->inPlace = fn;
 }
 
 // ---- argument binding --------------------------------------------------------------------------
@@ -378,24 +427,36 @@ void remember(SandboxRule rule) {
   rules().push_back(std::move(rule));
 }
 
+// Made once per builtin, like the info it wraps, and shared by every interpreter.
+GuardedInfo* guardedInfo(PrimitiveInfo* original, PrimFn inner, const SandboxRule& rule) {
+  static std::mutex lock;
+  static auto* made = new std::unordered_map<const PrimitiveInfo*, GuardedInfo*>();
+  std::lock_guard<std::mutex> g(lock);
+  GuardedInfo*& slot = (*made)[original];
+  if (!slot) {
+    auto* guarded = new GuardedInfo();
+    static_cast<PrimitiveInfo&>(*guarded) = *original;
+    guarded->original = original;
+    guarded->inner = inner;
+    guarded->rule = rule;
+    guarded->tensorInvoke = nullptr;
+    guarded->inPlace = nullptr;
+    slot = guarded;
+  }
+  return slot;
+}
+
 void record(Registry& r, SandboxRule rule) {
   Primitive* p = primitiveNamed(r, rule.name);
   rule.family = p->info->family;
   if (rule.kind == SandboxKind::Refused) {
     if (rule.needs == 0) throw std::logic_error("sandbox rule for " + rule.name + " refuses nothing");
     if (p->fn == &guardedCall) throw std::logic_error("two sandbox rules for " + rule.name);
-    auto* g = new GuardedInfo();
-    static_cast<PrimitiveInfo&>(*g) = *p->info;
-    g->original = p->info;
-    g->inner = p->fn;
-    g->rule = rule;
-    p->info = g;
+    p->info = guardedInfo(p->info, p->fn, rule);
     p->fn = &guardedCall;
     // The evaluator calls an unboxed-tensor builtin's tensorInvoke directly: keep it on the
     // guarded entry instead.
     p->flags &= uint8_t(~kPrimUnboxedTensor);
-    g->tensorInvoke = nullptr;
-    g->inPlace = nullptr;
   }
   remember(std::move(rule));
 }

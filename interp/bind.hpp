@@ -28,6 +28,8 @@
 
 namespace purple {
 
+// A builtin's metadata, made once per process and shared by every interpreter (read-only once
+// made); a host function's is its interpreter's own (Registry::defHost).
 struct PrimitiveInfo {
   std::string name;
   std::string signature;          // as written, for help
@@ -335,13 +337,16 @@ class Registry {
     using Inv = Invoker<std::decay_t<F>, withInterp, R, Params>;
     uint8_t flags = 0;
     if (!Inv::keepsValues) flags |= kPrimBorrowsArgs;
-    PrimitiveInfo* info = makeInfo(name, signature, doc, int(std::tuple_size_v<Params>));
-    info->callable = new std::decay_t<F>(std::move(fn));
-    info->typedInvoke = &Inv::invoke;
-    if constexpr (std::is_same_v<std::decay_t<R>, at::Tensor>) {
-      flags |= kPrimReturnsFresh | kPrimUnboxedTensor;
-      info->tensorInvoke = &Inv::invokeTensor;
-    }
+    constexpr bool returnsTensor = std::is_same_v<std::decay_t<R>, at::Tensor>;
+    if constexpr (returnsTensor) flags |= kPrimReturnsFresh | kPrimUnboxedTensor;
+    // Only the interpreter that registers this builtin first keeps its callable: every builtin's
+    // callable is the same in every interpreter (its captures are constants of the registration).
+    auto complete = [](PrimitiveInfo* info, void* callable) {
+      info->callable = new std::decay_t<F>(std::move(*static_cast<std::decay_t<F>*>(callable)));
+      info->typedInvoke = &Inv::invoke;
+      if constexpr (returnsTensor) info->tensorInvoke = &Inv::invokeTensor;
+    };
+    PrimitiveInfo* info = sharedInfo(name, signature, doc, int(std::tuple_size_v<Params>), &Inv::invoke, complete, &fn);
     install(info, &Inv::invoke, flags);
   }
 
@@ -349,6 +354,12 @@ class Registry {
   // still checked for arity and shown by help.
   void defRaw(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,
               uint8_t flags = 0);
+  // A host function (the embedding API's define): unlike a builtin's, its metadata is its own,
+  // since each interpreter's host function has its own callable, which the caller sets. The
+  // caller frees it with releaseHostInfo when the function's interpreter goes.
+  PrimitiveInfo* defHost(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,
+                         uint8_t flags);
+  static void releaseHostInfo(PrimitiveInfo* info);
   void alias(std::string_view newName, std::string_view existing);
   // Lets the evaluator compute builtin NAME (one tensor argument, same dtype out as in) in place
   // when its argument is a fresh intermediate nobody else can see, as in
@@ -357,6 +368,11 @@ class Registry {
   Interp& interp() { return in_; }
 
  private:
+  // Builtin metadata is made once per process, by the first interpreter that registers the
+  // builtin, and shared by all (it used to be made per interpreter and never freed: 790 KB per
+  // interpreter made and destroyed). COMPLETE(info, context) sets the callable of a new one.
+  PrimitiveInfo* sharedInfo(std::string_view name, std::string_view signature, std::string_view doc, int cppParams,
+                            PrimFn entry, void (*complete)(PrimitiveInfo*, void*), void* context);
   PrimitiveInfo* makeInfo(std::string_view name, std::string_view signature, std::string_view doc, int cppParams);
   void install(PrimitiveInfo* info, PrimFn fn, uint8_t flags);
   Interp& in_;
