@@ -13,6 +13,7 @@
 #include <gc/gc.h>
 #include <array>
 #include <atomic>
+#include <utility>
 
 namespace purple {
 
@@ -478,6 +479,71 @@ template <int Op, int A, int B> Value shapedArithmetic(Interp& in, AppNode* app,
   return callInlineBuiltin(in, app, fn, argv, 2);
 }
 
+// car, cdr, null?, not, zero?, vector-length... on one operand; quotient, remainder, modulo,
+// eq?, cons, vector-ref on two. They poll, as every builtin call but fixnum arithmetic does;
+// what the inline code declines calls the builtin on the values already computed.
+template <int Op, int A> Value shapedUnary(Interp& in, AppNode* app, Frame* env) {
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
+  Value argv[1] = {shapedOperand<A>(in, app->args[0], env)}, r;
+  in.poll();
+  if (inlinePrimitiveBody(InlineBuiltin(Op), 1, argv, &r)) return r;
+  argv[0] = shareValue(argv[0]);
+  return callInlineBuiltin(in, app, fn, argv, 1);
+}
+
+template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Frame* env) {
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
+  Value argv[2] = {shapedOperand<A>(in, app->args[0], env), shapedOperand<B>(in, app->args[1], env)}, r;
+  in.poll();
+  if (inlinePrimitiveBody(InlineBuiltin(Op), 2, argv, &r)) return r;
+  argv[0] = shareValue(argv[0]);
+  argv[1] = shareValue(argv[1]);
+  return callInlineBuiltin(in, app, fn, argv, 2);
+}
+
+constexpr bool isUnaryShape(int op) {
+  return op == int(InlineBuiltin::Car) || op == int(InlineBuiltin::Cdr) || op == int(InlineBuiltin::Cadr) ||
+         op == int(InlineBuiltin::Cddr) || op == int(InlineBuiltin::NullP) || op == int(InlineBuiltin::PairP) ||
+         op == int(InlineBuiltin::Not) || op == int(InlineBuiltin::ZeroP) || op == int(InlineBuiltin::VectorLength);
+}
+constexpr bool isBinaryShape(int op) {
+  return op == int(InlineBuiltin::Quotient) || op == int(InlineBuiltin::Remainder) ||
+         op == int(InlineBuiltin::Modulo) || op == int(InlineBuiltin::Eq) || op == int(InlineBuiltin::Cons) ||
+         op == int(InlineBuiltin::VectorRef);
+}
+constexpr int kInlineBuiltins = int(InlineBuiltin::VectorLength) + 1;
+
+template <int Op, int A> constexpr AppShapeFn unaryShape() {
+  if constexpr (isUnaryShape(Op)) return shapedUnary<Op, A>;
+  else return nullptr;
+}
+template <int Op, int A, int B> constexpr AppShapeFn binaryShape() {
+  if constexpr (isBinaryShape(Op)) return shapedBinary<Op, A, B>;
+  else return nullptr;
+}
+template <int Op> constexpr std::array<AppShapeFn, kOperandKinds> unaryRow() {
+  return {unaryShape<Op, 0>(), unaryShape<Op, 1>(), unaryShape<Op, 2>(), unaryShape<Op, 3>()};
+}
+template <int Op, int A> constexpr std::array<AppShapeFn, kOperandKinds> binaryRow() {
+  return {binaryShape<Op, A, 0>(), binaryShape<Op, A, 1>(), binaryShape<Op, A, 2>(), binaryShape<Op, A, 3>()};
+}
+template <int Op> constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> binaryTable() {
+  return {binaryRow<Op, 0>(), binaryRow<Op, 1>(), binaryRow<Op, 2>(), binaryRow<Op, 3>()};
+}
+template <size_t... Ops>
+constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kInlineBuiltins> unaryShapes(std::index_sequence<Ops...>) {
+  return {unaryRow<int(Ops)>()...};
+}
+template <size_t... Ops>
+constexpr std::array<std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds>, kInlineBuiltins> binaryShapes(
+    std::index_sequence<Ops...>) {
+  return {binaryTable<int(Ops)>()...};
+}
+constexpr auto kUnaryShapes = unaryShapes(std::make_index_sequence<kInlineBuiltins>());
+constexpr auto kBinaryShapes = binaryShapes(std::make_index_sequence<kInlineBuiltins>());
+
 template <int Op, int A> constexpr std::array<AppShapeFn, kOperandKinds> shapeRow() {
   return {shapedArithmetic<Op, A, 0>, shapedArithmetic<Op, A, 1>, shapedArithmetic<Op, A, 2>,
           shapedArithmetic<Op, A, 3>};
@@ -594,15 +660,23 @@ bool isDeclaredKey(LambdaNode* l, Value v) {
 }  // namespace
 
 AppShapeFn appShapeFor(AppNode* app, Value* expected) {
-  if (app->argc != 2 || app->fn->op() != Op::Global || app->tensorArgMask) return nullptr;
+  if (app->argc - 1 > 1 || app->fn->op() != Op::Global || app->tensorArgMask) return nullptr;
   Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
   if (!fn.is(Kind::Primitive)) return nullptr;
   uint16_t op = fn.obj()->small;
-  if (op < uint16_t(InlineBuiltin::Add) || op > uint16_t(InlineBuiltin::NumEq)) return nullptr;
-  int a = operandKind(app->args[0]), b = operandKind(app->args[1]);
-  if (a < 0 || b < 0) return nullptr;
-  *expected = fn;
-  return kArithmeticShapes[op - 1][a][b];
+  if (op == 0 || op >= kInlineBuiltins) return nullptr;
+  int a = operandKind(app->args[0]);
+  if (a < 0) return nullptr;
+  AppShapeFn shape;
+  if (app->argc == 1) {
+    shape = kUnaryShapes[op][a];
+  } else {
+    int b = operandKind(app->args[1]);
+    if (b < 0) return nullptr;
+    shape = op <= uint16_t(InlineBuiltin::NumEq) ? kArithmeticShapes[op - 1][a][b] : kBinaryShapes[op][a][b];
+  }
+  if (shape) *expected = fn;
+  return shape;
 }
 
 std::string describeProcedure(Value proc) {
