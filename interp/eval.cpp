@@ -1069,14 +1069,26 @@ Value Interp::eval(Node* node, Frame* env) {
         }
         uint32_t argc = app->argc;
         // The commonest call: a closure taking just its required parameters, in a frame this
-        // activation's frameStore can hold and has not used yet (not a tail call), no tensor
-        // builtin's result passed on. The arguments are evaluated straight into the new frame:
-        // nothing else can see frameStore until the frame is complete.
-        if (fn.is(Kind::Closure) && !frameStoreLive && !app->tensorArgMask) {
+        // activation's frameStore can hold, no tensor builtin's result passed on. The first
+        // such call evaluates its arguments straight into the new frame: nothing else can see
+        // frameStore until the frame is complete. A tail call (a loop: frameStore holds the
+        // frame the arguments may read) computes them first, then rebinds the frame in place.
+        if (fn.is(Kind::Closure) && !app->tensorArgMask) {
           LambdaNode* l = fn.as<Closure>()->code;
           if (argc == l->nRequired && l->frameSize <= kInlineSlots && !l->heapFrame && hasSimpleParams(l)) {
             auto* f = reinterpret_cast<Frame*>(frameStore);
-            for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalSimple(*this, app->args[i], env);
+            if (!frameStoreLive) {
+              for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalSimple(*this, app->args[i], env);
+            } else {
+              alignas(Value) char nextStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
+              auto* next = reinterpret_cast<Value*>(nextStore);
+              for (uint32_t i = 0; i < argc; i++) next[i] = evalSimple(*this, app->args[i], env);
+              if (variablesMayOwnTensors.load(std::memory_order_relaxed)) {
+                uint32_t noOwned = 0;
+                releaseDeadFrame(f, next, argc, noOwned);
+              }
+              for (uint32_t i = 0; i < argc; i++) f->slots[i] = next[i];
+            }
             for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
             f->kind = Kind::Frame;
             f->extra = l->frameSize;
