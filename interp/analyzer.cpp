@@ -368,8 +368,10 @@ struct Analyzer {
       n->args[i] = analyze(car(p), scope);
       noteArgument(n, i);
     }
-    if (argc == 2 && n->fn->op() == Op::Global && isSimpleOperand(n->args[0]) && isSimpleOperand(n->args[1]))
-      n->flags |= kAppSimpleOperands;
+    bool simple = argc >= 1 && argc <= 3 && n->fn->op() == Op::Global;
+    for (size_t k = 0; simple && k < argc; k++) simple = isSimpleOperand(n->args[k]);
+    if (simple) n->flags |= kAppSimpleOperands;
+    if ((n->shape = appShapeFor(n, &n->expected))) n->flags |= kAppShaped;
     return n;
   }
 

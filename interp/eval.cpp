@@ -11,7 +11,9 @@
 #include "interp/bind.hpp"
 #include "interp/tensor_scope.hpp"
 #include <gc/gc.h>
+#include <array>
 #include <atomic>
+#include <utility>
 
 namespace purple {
 
@@ -146,7 +148,9 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
       if (cell->value.isUnbound()) unboundVariable(cell);
       return shareValue(cell->value);
     }
-    default: return evalCompound(in, n, env);
+    default:
+      if (n->flags & kAppShaped) return static_cast<AppNode*>(n)->shape(in, static_cast<AppNode*>(n), env);
+      return evalCompound(in, n, env);
   }
 }
 
@@ -170,6 +174,7 @@ __attribute__((always_inline)) inline Value simpleOperand(Node* a, Frame* env) {
 }
 
 __attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Value x, Value y, Value* out);
+Value simpleOperandsCall(Interp& in, AppNode* app, Value fn, Frame* env);
 
 Value evalCompound(Interp& in, Node* n, Frame* env) {
   if (n->op() == Op::App) {
@@ -177,12 +182,15 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
     if (app->flags & kAppSimpleOperands) {
       // `(< n 2)`, `(- i 1)`: + - * < > <= >= = on two fixnums with no further checks. The
       // operands are read raw (a fixnum needs no shareValue); anything else takes the general
-      // path below, which reads them again.
+      // path below, which reads them again. `(car l)`, `(vector-ref v i)`: one call away.
       Value fn = static_cast<GlobalNode*>(app->fn)->cell->value, r;
-      if (fn.is(Kind::Primitive) && uint16_t(fn.obj()->small - 1) < uint16_t(InlineBuiltin::NumEq) &&
-          fixnumArithmetic(InlineBuiltin(fn.obj()->small), simpleOperand(app->args[0], env),
-                           simpleOperand(app->args[1], env), &r))
-        return r;
+      if (fn.is(Kind::Primitive) && fn.obj()->small) {
+        if (app->argc != 2 || fn.obj()->small > uint16_t(InlineBuiltin::NumEq))
+          return simpleOperandsCall(in, app, fn, env);
+        if (fixnumArithmetic(InlineBuiltin(fn.obj()->small), simpleOperand(app->args[0], env),
+                             simpleOperand(app->args[1], env), &r))
+          return r;
+      }
     }
     if (app->fn->op() == Op::Global) {
       Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
@@ -197,6 +205,8 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
         return callPrimitiveApp(in, app, fn, env);
       }
     }
+    // `(tak (tak ...) ...)`, `(fib (- n 1))` as an argument: a closure call, straight to eval
+    return in.eval(n, env);
   }
   return evalVariableOrEval(in, n, env);
 }
@@ -294,8 +304,10 @@ __attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Va
 }
 
 // The builtins with an InlineBuiltin (Primitive::small) on the arguments they take most often;
-// false means "call the builtin": other types or counts, errors, bignum results.
-__attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
+// false means "call the builtin": other types or counts, errors, bignum results. A value that
+// escapes into a pair or vector is marked shared (shareValue), as reading a variable would.
+__attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op, uint32_t argc, const Value* argv,
+                                                               Value* out) {
   if (argc == 2) {
     Value x = argv[0], y = argv[1];
     if (op <= InlineBuiltin::NumEq) return fixnumArithmetic(op, x, y, out);
@@ -321,7 +333,7 @@ __attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, 
     }
     switch (op) {
       case InlineBuiltin::Eq: *out = Value::boolean(x == y); return true;
-      case InlineBuiltin::Cons: *out = cons(x, y); return true;
+      case InlineBuiltin::Cons: *out = cons(shareValue(x), shareValue(y)); return true;
       case InlineBuiltin::VectorRef:
         if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
         *out = x.as<Vector>()->items[y.fixnum()];
@@ -365,11 +377,15 @@ __attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, 
   if (argc == 3 && op == InlineBuiltin::VectorSet) {
     Value x = argv[0], k = argv[1];
     if (!x.is(Kind::Vector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra) return false;
-    x.as<Vector>()->items[k.fixnum()] = argv[2];
+    x.as<Vector>()->items[k.fixnum()] = shareValue(argv[2]);
     *out = Value::unspecified();
     return true;
   }
   return false;
+}
+
+__attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
+  return inlinePrimitiveBody(op, argc, argv, out);
 }
 
 // A builtin with an InlineBuiltin on what inlinePrimitive declined (generic numbers, tensors, errors),
@@ -412,12 +428,148 @@ __attribute__((noinline)) Value inlinePrimitiveCall(Interp& in, AppNode* app, Va
   return inlinePrimitiveApp(in, app, fn, env);
 }
 
+// `(car l)`, `(null? x)`, `(vector-ref v i)`, `(vector-set! v i x)`: an inline builtin on one to
+// three operands that are constants or locals of this frame or the enclosing one
+// (kAppSimpleOperands), read in place, without evalSimple's dispatch per argument. It polls as
+// every builtin call does; what the inline code declines takes the general inline path, which
+// reads the operands again.
+__attribute__((noinline)) Value simpleOperandsCall(Interp& in, AppNode* app, Value fn, Frame* env) {
+  uint32_t argc = app->argc;
+  Value argv[3], result;
+  argv[0] = simpleOperand(app->args[0], env);
+  if (argc > 1) argv[1] = simpleOperand(app->args[1], env);
+  if (argc > 2) argv[2] = simpleOperand(app->args[2], env);
+  in.poll();
+  if (inlinePrimitiveBody(InlineBuiltin(fn.obj()->small), argc, argv, &result)) return result;
+  return inlinePrimitiveCall(in, app, fn, env);
+}
+
 // `(< n 2)`: two simple arguments of + - * < > <= >= =.
 __attribute__((always_inline)) inline Value inlineArithmeticApp(Interp& in, AppNode* app, Value fn, Frame* env) {
   Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
   Value result;
   if (fixnumArithmetic(InlineBuiltin(fn.as<Primitive>()->small), argv[0], argv[1], &result)) return result;
   return callInlineBuiltin(in, app, fn, argv, 2);
+}
+
+// ---- shaped calls (superinstructions) ----
+// + - * < > <= >= = whose two operands are each a constant, a local of this frame or the
+// enclosing one, or a call of a procedure that was not a builtin when the call was analyzed
+// (`(fib (- n 1))`): one function per operator and operand kinds, chosen by the analyzer
+// (AppNode::shape), so that `(< n 2)` costs an indirect call and a few loads instead of the
+// dispatch through evalSimple, evalCompound and the checks of the general inline call.
+enum OperandKind { kConstOperand, kLocal0Operand, kLocal1Operand, kCallOperand, kOperandKinds };
+
+template <int K> __attribute__((always_inline)) inline Value shapedOperand(Interp& in, Node* a, Frame* env) {
+  if constexpr (K == kConstOperand) return static_cast<ConstNode*>(a)->value;
+  else if constexpr (K == kLocal0Operand) return env->slots[static_cast<LocalNode*>(a)->index];
+  else if constexpr (K == kLocal1Operand) return env->parent->slots[static_cast<LocalNode*>(a)->index];
+  else return in.eval(a, env);
+}
+
+template <int Op, int A, int B> Value shapedArithmetic(Interp& in, AppNode* app, Frame* env) {
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);   // rebound
+  Value x = shapedOperand<A>(in, app->args[0], env);
+  Value y = shapedOperand<B>(in, app->args[1], env);
+  Value r;
+  if (fixnumArithmetic(InlineBuiltin(Op), x, y, &r)) return r;
+  // not two fixnums (or a bignum product): the builtin, on the values already computed
+  Value argv[2] = {shareValue(x), shareValue(y)};
+  return callInlineBuiltin(in, app, fn, argv, 2);
+}
+
+// car, cdr, null?, not, zero?, vector-length... on one operand; quotient, remainder, modulo,
+// eq?, cons, vector-ref on two. They poll, as every builtin call but fixnum arithmetic does;
+// what the inline code declines calls the builtin on the values already computed.
+template <int Op, int A> Value shapedUnary(Interp& in, AppNode* app, Frame* env) {
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
+  Value argv[1] = {shapedOperand<A>(in, app->args[0], env)}, r;
+  in.poll();
+  if (inlinePrimitiveBody(InlineBuiltin(Op), 1, argv, &r)) return r;
+  argv[0] = shareValue(argv[0]);
+  return callInlineBuiltin(in, app, fn, argv, 1);
+}
+
+template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Frame* env) {
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
+  Value argv[2] = {shapedOperand<A>(in, app->args[0], env), shapedOperand<B>(in, app->args[1], env)}, r;
+  in.poll();
+  if (inlinePrimitiveBody(InlineBuiltin(Op), 2, argv, &r)) return r;
+  argv[0] = shareValue(argv[0]);
+  argv[1] = shareValue(argv[1]);
+  return callInlineBuiltin(in, app, fn, argv, 2);
+}
+
+constexpr bool isUnaryShape(int op) {
+  return op == int(InlineBuiltin::Car) || op == int(InlineBuiltin::Cdr) || op == int(InlineBuiltin::Cadr) ||
+         op == int(InlineBuiltin::Cddr) || op == int(InlineBuiltin::NullP) || op == int(InlineBuiltin::PairP) ||
+         op == int(InlineBuiltin::Not) || op == int(InlineBuiltin::ZeroP) || op == int(InlineBuiltin::VectorLength);
+}
+constexpr bool isBinaryShape(int op) {
+  return op == int(InlineBuiltin::Quotient) || op == int(InlineBuiltin::Remainder) ||
+         op == int(InlineBuiltin::Modulo) || op == int(InlineBuiltin::Eq) || op == int(InlineBuiltin::Cons) ||
+         op == int(InlineBuiltin::VectorRef);
+}
+constexpr int kInlineBuiltins = int(InlineBuiltin::VectorLength) + 1;
+
+template <int Op, int A> constexpr AppShapeFn unaryShape() {
+  if constexpr (isUnaryShape(Op)) return shapedUnary<Op, A>;
+  else return nullptr;
+}
+template <int Op, int A, int B> constexpr AppShapeFn binaryShape() {
+  if constexpr (isBinaryShape(Op)) return shapedBinary<Op, A, B>;
+  else return nullptr;
+}
+template <int Op> constexpr std::array<AppShapeFn, kOperandKinds> unaryRow() {
+  return {unaryShape<Op, 0>(), unaryShape<Op, 1>(), unaryShape<Op, 2>(), unaryShape<Op, 3>()};
+}
+template <int Op, int A> constexpr std::array<AppShapeFn, kOperandKinds> binaryRow() {
+  return {binaryShape<Op, A, 0>(), binaryShape<Op, A, 1>(), binaryShape<Op, A, 2>(), binaryShape<Op, A, 3>()};
+}
+template <int Op> constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> binaryTable() {
+  return {binaryRow<Op, 0>(), binaryRow<Op, 1>(), binaryRow<Op, 2>(), binaryRow<Op, 3>()};
+}
+template <size_t... Ops>
+constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kInlineBuiltins> unaryShapes(std::index_sequence<Ops...>) {
+  return {unaryRow<int(Ops)>()...};
+}
+template <size_t... Ops>
+constexpr std::array<std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds>, kInlineBuiltins> binaryShapes(
+    std::index_sequence<Ops...>) {
+  return {binaryTable<int(Ops)>()...};
+}
+constexpr auto kUnaryShapes = unaryShapes(std::make_index_sequence<kInlineBuiltins>());
+constexpr auto kBinaryShapes = binaryShapes(std::make_index_sequence<kInlineBuiltins>());
+
+template <int Op, int A> constexpr std::array<AppShapeFn, kOperandKinds> shapeRow() {
+  return {shapedArithmetic<Op, A, 0>, shapedArithmetic<Op, A, 1>, shapedArithmetic<Op, A, 2>,
+          shapedArithmetic<Op, A, 3>};
+}
+template <int Op> constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> shapeTable() {
+  return {shapeRow<Op, 0>(), shapeRow<Op, 1>(), shapeRow<Op, 2>(), shapeRow<Op, 3>()};
+}
+constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> kArithmeticShapes[] = {
+    shapeTable<1>(), shapeTable<2>(), shapeTable<3>(), shapeTable<4>(),
+    shapeTable<5>(), shapeTable<6>(), shapeTable<7>(), shapeTable<8>()};
+static_assert(uint16_t(InlineBuiltin::Add) == 1 && uint16_t(InlineBuiltin::NumEq) == 8);
+
+int operandKind(Node* a) {
+  switch (a->op()) {
+    case Op::Const: return kConstOperand;
+    case Op::Local0: return kLocal0Operand;
+    case Op::Local1: return kLocal1Operand;
+    case Op::App: {
+      // A builtin's result may be a fresh tensor that the general inline call releases at once:
+      // only calls of what is not a builtin now (a closure, a name not yet defined, a variable).
+      Node* f = static_cast<AppNode*>(a)->fn;
+      if (f->op() == Op::Global && static_cast<GlobalNode*>(f)->cell->value.is(Kind::Primitive)) return -1;
+      return kCallOperand;
+    }
+    default: return -1;
+  }
 }
 
 // After a builtin that keeps none of its arguments returned `result`: the tensors that calls
@@ -506,6 +658,26 @@ bool isDeclaredKey(LambdaNode* l, Value v) {
 }
 
 }  // namespace
+
+AppShapeFn appShapeFor(AppNode* app, Value* expected) {
+  if (app->argc - 1 > 1 || app->fn->op() != Op::Global || app->tensorArgMask) return nullptr;
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (!fn.is(Kind::Primitive)) return nullptr;
+  uint16_t op = fn.obj()->small;
+  if (op == 0 || op >= kInlineBuiltins) return nullptr;
+  int a = operandKind(app->args[0]);
+  if (a < 0) return nullptr;
+  AppShapeFn shape;
+  if (app->argc == 1) {
+    shape = kUnaryShapes[op][a];
+  } else {
+    int b = operandKind(app->args[1]);
+    if (b < 0) return nullptr;
+    shape = op <= uint16_t(InlineBuiltin::NumEq) ? kArithmeticShapes[op - 1][a][b] : kBinaryShapes[op][a][b];
+  }
+  if (shape) *expected = fn;
+  return shape;
+}
 
 std::string describeProcedure(Value proc) {
   if (proc.is(Kind::Closure)) {
@@ -886,6 +1058,7 @@ Value Interp::eval(Node* node, Frame* env) {
           auto* cell = static_cast<GlobalNode*>(app->fn)->cell;
           if (cell->value.isUnbound()) unboundVariable(cell);
           fn = cell->value;
+          if ((app->flags & kAppShaped) && fn == app->expected) return app->shape(*this, app, env);
         } else {
           fn = evalSimple(*this, app->fn, env);
         }
@@ -896,14 +1069,26 @@ Value Interp::eval(Node* node, Frame* env) {
         }
         uint32_t argc = app->argc;
         // The commonest call: a closure taking just its required parameters, in a frame this
-        // activation's frameStore can hold and has not used yet (not a tail call), no tensor
-        // builtin's result passed on. The arguments are evaluated straight into the new frame:
-        // nothing else can see frameStore until the frame is complete.
-        if (fn.is(Kind::Closure) && !frameStoreLive && !app->tensorArgMask) {
+        // activation's frameStore can hold, no tensor builtin's result passed on. The first
+        // such call evaluates its arguments straight into the new frame: nothing else can see
+        // frameStore until the frame is complete. A tail call (a loop: frameStore holds the
+        // frame the arguments may read) computes them first, then rebinds the frame in place.
+        if (fn.is(Kind::Closure) && !app->tensorArgMask) {
           LambdaNode* l = fn.as<Closure>()->code;
           if (argc == l->nRequired && l->frameSize <= kInlineSlots && !l->heapFrame && hasSimpleParams(l)) {
             auto* f = reinterpret_cast<Frame*>(frameStore);
-            for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalSimple(*this, app->args[i], env);
+            if (!frameStoreLive) {
+              for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalSimple(*this, app->args[i], env);
+            } else {
+              alignas(Value) char nextStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
+              auto* next = reinterpret_cast<Value*>(nextStore);
+              for (uint32_t i = 0; i < argc; i++) next[i] = evalSimple(*this, app->args[i], env);
+              if (variablesMayOwnTensors.load(std::memory_order_relaxed)) {
+                uint32_t noOwned = 0;
+                releaseDeadFrame(f, next, argc, noOwned);
+              }
+              for (uint32_t i = 0; i < argc; i++) f->slots[i] = next[i];
+            }
             for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
             f->kind = Kind::Frame;
             f->extra = l->frameSize;

@@ -60,10 +60,20 @@ struct LambdaNode : Node {
 };
 
 constexpr uint8_t kAppInPrelude = 1;   // AppNode::flags: a call written in the prelude
-// AppNode::flags: a call of a global with two arguments that are each a constant or a local of
-// the current or enclosing frame (Local0, Local1): `(< n 2)`, `(- i 1)`, `(+ i sum)`. The
-// evaluator runs + - * < > <= >= = on two fixnums there without the general call's checks.
+// AppNode::flags: a call of a global with one to three arguments that are each a constant or a
+// local of the current or enclosing frame (Local0, Local1): `(< n 2)`, `(- i 1)`, `(car l)`,
+// `(vector-ref v i)`. The evaluator runs an inline builtin there (+ - * < > <= >= = on two
+// fixnums, car, null?, vector-ref...) on the operands read in place.
 constexpr uint8_t kAppSimpleOperands = 2;
+
+// AppNode::flags: the analyzer specialised the call for its shape (AppNode::shape), a
+// superinstruction: `(< n 2)`, `(- n 1)`, `(+ (fib (- n 1)) (fib (- n 2)))`.
+constexpr uint8_t kAppShaped = 4;
+
+struct AppNode;
+// Evaluates a shaped call. It runs the shape only while the operator's global holds
+// AppNode::expected, and otherwise takes the general path.
+using AppShapeFn = Value (*)(Interp& in, AppNode* app, Frame* env);
 
 struct AppNode : Node {
   Node* fn;
@@ -71,8 +81,13 @@ struct AppNode : Node {
   uint32_t appArgMask;               // bit i: argument i is itself an application
   uint32_t tensorArgMask;            // bit i: ... of a global that was a tensor builtin
   SourcePos pos;
+  AppShapeFn shape;                  // with kAppShaped
+  Value expected;                    // the builtin `shape` assumes the operator names
   Node* args[1];
 };
+
+// The shape for a call (eval.cpp), or nullptr; sets *expected.
+AppShapeFn appShapeFor(AppNode* app, Value* expected);
 
 // Analysis entry points (analyzer.cpp).
 Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize);
