@@ -47,6 +47,16 @@ TEST_CASE("hardening: cyclic code is an error") {
         "syntax-error");
 }
 
+TEST_CASE("hardening: compiling a cyclic form stops at the time budget") {
+  // Compiling nests until the depth limit (here 0.3 s on a 2-core machine; a fuzz input took
+  // 5.9 s): the deadline, checked as the compiler goes, ends it first.
+  purple::Options o;
+  o.limits.maxDepth = 20000;
+  o.limits.maxSeconds = 0.01;
+  purple::Interpreter interp(o);
+  CHECK(errorOf(interp, "(let () '() #0=(let ((x 1)) (if x #0# #0#)))").kind() == "time-limit");
+}
+
 TEST_CASE("hardening: a handler that re-enters its own with-exception-handler") {
   purple::Options o;
   o.limits.maxDepth = 5000;
