@@ -933,6 +933,48 @@ void Interp::safePoint() {
 
 void Interp::checkInterrupt() { safePoint(); }
 
+namespace {
+// The continuation of the call/cc whose receiver's body runs in the eval activation at `depth`
+// (callWithEscape): calling it in a tail position of that activation's loop returns its values
+// from the activation, which is the receiver's return, instead of unwinding C++ frames with an
+// exception. Set only while that activation runs (nested call/cc save and restore it); no
+// other activation at that depth can run meanwhile.
+struct EscapeTarget {
+  Interp* in;
+  int64_t depth;
+  uintptr_t continuation;
+};
+thread_local EscapeTarget escapeTarget{nullptr, -1, 0};
+
+__attribute__((noinline)) bool isEscapeTarget(Interp& in, Value k) {
+  const EscapeTarget& t = escapeTarget;
+  return t.continuation == k.bits && t.depth == in.depth && t.in == &in && k.as<Continuation>()->valid;
+}
+}  // namespace
+
+Value callWithEscape(Interp& in, Value proc, Value k) {
+  if (!proc.is(Kind::Closure)) return in.apply(proc, &k, 1);
+  LambdaNode* l = proc.as<Closure>()->code;
+  alignas(16) char store[kFrameStoreBytes];
+  Frame* f;
+  if (l->heapFrame || l->frameSize > kInlineSlots) {
+    f = heapFrame(l->frameSize, proc.as<Closure>()->env);
+  } else {
+    f = reinterpret_cast<Frame*>(store);
+    f->kind = Kind::Frame;
+    f->extra = l->frameSize;
+    f->parent = proc.as<Closure>()->env;
+  }
+  bindClosureArgs(in, proc, f, &k, 1);   // (a default expression that calls K unwinds as before)
+  if (--in.stepsLeft <= 0) in.safePoint();
+  struct Restore {
+    EscapeTarget saved;
+    ~Restore() { escapeTarget = saved; }
+  } restore{escapeTarget};
+  escapeTarget = EscapeTarget{&in, in.depth + 1, k.bits};
+  return in.eval(l->body, f);
+}
+
 Value Interp::eval(Node* node, Frame* env) {
   if (++depth > limits.maxDepth || reinterpret_cast<char*>(__builtin_frame_address(0)) < stackLimit)
     recursionTooDeep(*this);
@@ -1121,7 +1163,10 @@ Value Interp::eval(Node* node, Frame* env) {
         }
         recordClosureCall(rec, app, fn);
         if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
-        if (!fn.is(Kind::Closure)) return apply(shareValue(fn), argv, int(argc));
+        if (!fn.is(Kind::Closure)) {
+          if (fn.is(Kind::Continuation) && isEscapeTarget(*this, fn)) return makeValues(argv, size_t(argc));
+          return apply(shareValue(fn), argv, int(argc));
+        }
         LambdaNode* l = fn.as<Closure>()->code;
         uint32_t noOwned = 0;
         Frame* f = frameForCall(fn, frameStore, frameStoreLive, argv, argc, noOwned);
