@@ -303,6 +303,24 @@ __attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Va
   }
 }
 
+// + - * < > <= >= = on two flonums, as the builtins compute them (a NaN compares false), without
+// the generic numeric dispatch: `(< n 2.)`, `(+ (fibfp (- n 1.)) (fibfp (- n 2.)))`, mbrot's loop.
+inline bool flonumArithmetic(InlineBuiltin op, Value x, Value y, Value* out) {
+  if (!x.is(Kind::Flonum) || !y.is(Kind::Flonum)) return false;
+  double a = flonumValue(x), b = flonumValue(y);
+  switch (op) {
+    case InlineBuiltin::Add: *out = makeFlonum(a + b); return true;
+    case InlineBuiltin::Sub: *out = makeFlonum(a - b); return true;
+    case InlineBuiltin::Mul: *out = makeFlonum(a * b); return true;
+    case InlineBuiltin::Lt: *out = Value::boolean(a < b); return true;
+    case InlineBuiltin::Gt: *out = Value::boolean(a > b); return true;
+    case InlineBuiltin::Le: *out = Value::boolean(a <= b); return true;
+    case InlineBuiltin::Ge: *out = Value::boolean(a >= b); return true;
+    case InlineBuiltin::NumEq: *out = Value::boolean(a == b); return true;
+    default: return false;
+  }
+}
+
 // The builtins with an InlineBuiltin (Primitive::small) on the arguments they take most often;
 // false means "call the builtin": other types or counts, errors, bignum results. A value that
 // escapes into a pair or vector is marked shared (shareValue), as reading a variable would.
@@ -392,6 +410,12 @@ __attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, 
 // in its own call record (PrimitiveFrame) and polling for interrupts as every builtin call does.
 __attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc) {
   auto* p = fn.as<Primitive>();
+  Value r;
+  if (argc == 2 && p->small <= uint16_t(InlineBuiltin::NumEq) &&
+      flonumArithmetic(InlineBuiltin(p->small), argv[0], argv[1], &r)) {
+    in.poll();
+    return r;
+  }
   PrimitiveFrame frame(in, app, fn);
   in.poll();
   return p->fn(in, argv, int(argc), p->info);
