@@ -356,6 +356,10 @@ __attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op,
         if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
         *out = x.as<Vector>()->items[y.fixnum()];
         return true;
+      case InlineBuiltin::BytevectorU8Ref:
+        if (!x.is(Kind::Bytevector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
+        *out = Value::fixnum(x.as<Bytevector>()->bytes[y.fixnum()]);
+        return true;
       default: return false;
     }
   }
@@ -382,6 +386,10 @@ __attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op,
         if (!x.is(Kind::Vector)) return false;
         *out = Value::fixnum(x.obj()->extra);
         return true;
+      case InlineBuiltin::BytevectorLength:
+        if (!x.is(Kind::Bytevector)) return false;
+        *out = Value::fixnum(x.obj()->extra);
+        return true;
       case InlineBuiltin::NullP: *out = Value::boolean(x.isNil()); return true;
       case InlineBuiltin::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
       case InlineBuiltin::Not: *out = Value::boolean(x.isFalse()); return true;
@@ -396,6 +404,15 @@ __attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op,
     Value x = argv[0], k = argv[1];
     if (!x.is(Kind::Vector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra) return false;
     x.as<Vector>()->items[k.fixnum()] = shareValue(argv[2]);
+    *out = Value::unspecified();
+    return true;
+  }
+  if (argc == 3 && op == InlineBuiltin::BytevectorU8Set) {
+    Value x = argv[0], k = argv[1], b = argv[2];
+    if (!x.is(Kind::Bytevector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra || !b.isFixnum() ||
+        uint64_t(b.fixnum()) > 255)
+      return false;
+    x.as<Bytevector>()->bytes[k.fixnum()] = uint8_t(b.fixnum());
     *out = Value::unspecified();
     return true;
   }
@@ -530,14 +547,15 @@ template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Fra
 constexpr bool isUnaryShape(int op) {
   return op == int(InlineBuiltin::Car) || op == int(InlineBuiltin::Cdr) || op == int(InlineBuiltin::Cadr) ||
          op == int(InlineBuiltin::Cddr) || op == int(InlineBuiltin::NullP) || op == int(InlineBuiltin::PairP) ||
-         op == int(InlineBuiltin::Not) || op == int(InlineBuiltin::ZeroP) || op == int(InlineBuiltin::VectorLength);
+         op == int(InlineBuiltin::Not) || op == int(InlineBuiltin::ZeroP) || op == int(InlineBuiltin::VectorLength) ||
+         op == int(InlineBuiltin::BytevectorLength);
 }
 constexpr bool isBinaryShape(int op) {
   return op == int(InlineBuiltin::Quotient) || op == int(InlineBuiltin::Remainder) ||
          op == int(InlineBuiltin::Modulo) || op == int(InlineBuiltin::Eq) || op == int(InlineBuiltin::Cons) ||
-         op == int(InlineBuiltin::VectorRef);
+         op == int(InlineBuiltin::VectorRef) || op == int(InlineBuiltin::BytevectorU8Ref);
 }
-constexpr int kInlineBuiltins = int(InlineBuiltin::VectorLength) + 1;
+constexpr int kInlineBuiltins = int(InlineBuiltin::BytevectorLength) + 1;
 
 template <int Op, int A> constexpr AppShapeFn unaryShape() {
   if constexpr (isUnaryShape(Op)) return shapedUnary<Op, A>;
