@@ -65,6 +65,10 @@ struct Printer {
   std::unordered_set<const Object*> printed;
   int nextLabel = 0;
   size_t limit = SIZE_MAX;   // stop once `out` is this long (toWriteStringBounded)
+  // Values visited so far. Printing shared structure that is not cyclic (a list holding the same
+  // sublist twice, nested forty deep) unfolds it, so output can grow without bound from a small
+  // heap: every walk polls the running interpreter, so a time budget or Ctrl-C stops it.
+  uint64_t visited = 0;
 
   bool full() const { return out.size() >= limit; }
 
@@ -144,6 +148,7 @@ struct Printer {
       Value v = stack.back();
       stack.pop_back();
       if (!isContainer(v)) continue;
+      pollEvery(++visited);
       if (!seen.insert(v.obj()).second) {
         labels.emplace(v.obj(), -1);
         continue;
@@ -175,6 +180,7 @@ struct Printer {
       }
       if (done.count(o)) continue;
       budget--;
+      pollEvery(++visited);
       onPath.insert(o);
       stack.push_back({v, 1});
       pushChildren(v, [&](Value c) { stack.push_back({c, 0}); });
@@ -292,6 +298,7 @@ struct Printer {
   void print(Value v) {
     if (full()) return;
     if (stackNearlyFull()) throwError("recursion-error", "data nested too deeply to print");
+    pollEvery(++visited);
     if (v.isFixnum()) {
       out += std::to_string(v.fixnum());
       return;

@@ -168,3 +168,18 @@ TEST_CASE("hardening: tensor->list is refused up front past the heap limit") {
   purple::setHeapLimit(0);
   CHECK(e.kind() == "memory-error");
 }
+
+TEST_CASE("hardening: printing shared structure that unfolds without bound stops at the time budget") {
+  purple::Options o;
+  o.limits.maxSeconds = 0.3;
+  purple::Interpreter interp(o);
+  // 41 lists, 2^40 leaves once unfolded: no cycle, so write prints it all; only the printer's
+  // own polling can stop it (fuzz slow unit a70a488: printing a 6-million-element list in a
+  // failed test's message ran 1.5 s past a 2 s budget)
+  interp.eval("(define (dag n) (if (= n 0) (list 1 2 3) (let ((d (dag (- n 1)))) (list d d))))");
+  CHECK(errorOf(interp, "(call-with-output-string (lambda (p) (write (dag 40) p)))").kind() == "time-limit");
+  CHECK(errorOf(interp, "(call-with-output-string (lambda (p) (display (vector (dag 40)) p)))").kind() ==
+        "time-limit");
+  CHECK(interp.eval("(call-with-output-string (lambda (p) (write (dag 1) p)))").str() ==
+        "((1 2 3) (1 2 3))");
+}
