@@ -183,3 +183,38 @@ TEST_CASE("hardening: printing shared structure that unfolds without bound stops
   CHECK(interp.eval("(call-with-output-string (lambda (p) (write (dag 1) p)))").str() ==
         "((1 2 3) (1 2 3))");
 }
+
+TEST_CASE("hardening: symbols a script makes are collected once unused, and keep their identity while used") {
+  purple::Interpreter interp;
+  interp.eval(R"P((define (make-symbols n)
+                   (let loop ((i 0))
+                     (when (< i n)
+                       (string->symbol (string-append "made-" (number->string i)))
+                       (read (open-input-string (string-append "read-" (number->string i))))
+                       (loop (+ i 1)))))
+                 (define (interned) (gc) (cdr (assq 'interned-symbols (gc-stats))))
+                 (define kept (string->symbol "kept-symbol"))
+                 (define kept-keyword (string->keyword "kept-keyword"))
+                 (eval (read (open-input-string "(define global-from-data 42)")))
+                 (eval (read (open-input-string
+                         "(define-syntax swap-from-data (syntax-rules () ((_ a b) (list b a))))")))
+                 (define table (make-eq-hash-table))
+                 (hash-table-set! table (string->symbol "key-from-data") 7)
+                 (define before (interned)))P");
+  interp.eval("(make-symbols 100000)");
+  int64_t grown = interp.eval("(- (interned) before)").to<int64_t>();
+  CAPTURE(grown);
+  CHECK(grown < 20000);   // 200,000 made; without collection all stay (32 bytes each, for good)
+  // every symbol still referenced is still the one interning its name gives
+  CHECK(interp.eval("(eq? kept (string->symbol \"kept-symbol\"))").isTrue());
+  CHECK(interp.eval("(eq? kept-keyword (string->keyword \"kept-keyword\"))").isTrue());
+  CHECK(interp.eval("(eq? kept (read (open-input-string \"kept-symbol\")))").isTrue());
+  CHECK(interp.eval("(eval (read (open-input-string \"global-from-data\")))").to<int64_t>() == 42);
+  CHECK(interp.eval("(eval (read (open-input-string \"(swap-from-data 1 2)\")))").repr() == "(2 1)");
+  CHECK(interp.eval("(hash-table-ref/default table (string->symbol \"key-from-data\") #f)").to<int64_t>() == 7);
+  // names C++ code uses keep working when a script spelled them first
+  CHECK(interp.eval("(eq? (string->symbol \"quote\") 'quote)").isTrue());
+  CHECK(interp.eval("(eq? (string->keyword \"dim\") :dim)").isTrue());
+  CHECK(interp.eval("(tensor-shape (apply tensor-sum (list (tensor-ones 2 3) (string->keyword \"dim\") 0)))")
+            .repr() == "(3)");
+}
