@@ -4,6 +4,7 @@
 // implies hashEqual(a) == hashEqual(b). Boehm never moves objects, so an object's address is a
 // stable eqv-hash for every kind compared by identity.
 #include "interp/equality.hpp"
+#include "interp/interp.hpp"
 
 #include <gmp.h>
 
@@ -224,6 +225,7 @@ bool equalValues(Value a, Value b) {
       Kind k = x.obj()->kind;
       if (k != y.obj()->kind) return false;
       bool checkCycles = ++steps > kCycleCheckAfter;
+      pollEvery(steps);   // comparing two big structures can take seconds: honour budgets
       if (k == Kind::Pair) {
         if (checkCycles && uf.unite(x.obj(), y.obj())) break;
         work.emplace_back(car(x), car(y));

@@ -1,10 +1,13 @@
 // Constructors for the basic object kinds, the symbol table, and list/UTF-8 helpers.
 #include "interp/value.hpp"
+#include "interp/symbol_table.hpp"
+#include "interp/interp.hpp"
 #include "interp/gc.hpp"
 #include "interp/numbers.hpp"
 #include "interp/error.hpp"
 #include <string>
 #include <gc/gc.h>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -138,70 +141,12 @@ Value makeForeign(void* ptr, void (*destroy)(void*), Value typeName) {
   return Value(f);
 }
 
-// ---- symbols ---------------------------------------------------------------------------------
+// ---- symbols ----------------------------------------------------------------------------------
+// Interned ones: interp/symbol_table.cpp.
 
 namespace {
-uint32_t hashBytes(std::string_view s) {
-  uint32_t h = 2166136261u;   // FNV-1a
-  for (unsigned char c : s) h = (h ^ c) * 16777619u;
-  return h;
-}
-
-// Interned symbols and keywords in one open-addressing table of Symbol pointers, probed by the
-// hash the symbol already carries: a lookup hashes the name once, allocates nothing, and a
-// resize moves pointers, never strings. (std::unordered_map<std::string, ...> was 2.4x
-// CPython's time on the symbol-keyed hash table benchmark.) Symbols are allocated
-// uncollectable, so this malloc'ed table may hold them.
-class SymbolTable {
- public:
-  Value intern(std::string_view name, bool keyword) {
-    uint32_t hash = hashBytes(name) ^ (keyword ? 0x9e3779b9u : 0);
-    std::lock_guard<std::mutex> g(lock_);
-    if ((count_ + 1) * 2 > slots_.size()) grow();
-    size_t mask = slots_.size() - 1;
-    size_t i = hash & mask;
-    for (Symbol* s; (s = slots_[i]) != nullptr; i = (i + 1) & mask)
-      if (s->hash == hash && (s->flags & 1) == keyword && s->view() == name) return Value(s);
-    auto* s = static_cast<Symbol*>(GC_MALLOC_ATOMIC_UNCOLLECTABLE(sizeof(Symbol) + name.size()));
-    if (!s) throw std::bad_alloc();
-    s->kind = Kind::Symbol;
-    s->flags = keyword ? 1 : 0;
-    s->small = 0;
-    s->extra = 0;
-    s->hash = hash;
-    s->length = uint32_t(name.size());
-    std::memcpy(s->name, name.data(), name.size());
-    s->name[name.size()] = '\0';
-    slots_[i] = s;
-    count_++;
-    return Value(s);
-  }
-
- private:
-  void grow() {
-    std::vector<Symbol*> old(slots_.empty() ? 1024 : slots_.size() * 2, nullptr);
-    old.swap(slots_);
-    size_t mask = slots_.size() - 1;
-    for (Symbol* s : old) {
-      if (!s) continue;
-      size_t i = s->hash & mask;
-      while (slots_[i]) i = (i + 1) & mask;
-      slots_[i] = s;
-    }
-  }
-  std::mutex lock_;
-  std::vector<Symbol*> slots_;
-  size_t count_ = 0;
-};
-SymbolTable& symbolTable() {
-  static SymbolTable* t = new SymbolTable();   // never destroyed: symbols outlive everything
-  return *t;
-}
 std::atomic<uint64_t> gGensymCounter{0};
 }  // namespace
-
-Value intern(std::string_view name) { return symbolTable().intern(name, false); }
-Value internKeyword(std::string_view name) { return symbolTable().intern(name, true); }
 
 Value gensym(std::string_view prefix) {
   // Uninterned: a fresh object nobody can spell, so it never collides.
@@ -211,7 +156,7 @@ Value gensym(std::string_view prefix) {
   s->flags = 0;
   s->small = 1;   // uninterned
   s->extra = 0;
-  s->hash = hashBytes(name);
+  s->hash = symbolNameHash(name);
   s->length = uint32_t(name.size());
   std::memcpy(s->name, name.data(), name.size());
   s->name[name.size()] = '\0';
@@ -222,7 +167,10 @@ Value gensym(std::string_view prefix) {
 
 Value listFromArray(const Value* items, size_t n, Value tail) {
   Value r = tail;
-  for (size_t i = n; i-- > 0;) r = cons(items[i], r);
+  for (size_t i = n; i-- > 0;) {
+    r = cons(items[i], r);
+    pollEvery(i);   // building a list of a hundred million elements takes seconds
+  }
   return r;
 }
 
@@ -255,7 +203,11 @@ bool isCircularList(Value v) {
 
 Value reverseList(Value list) {
   Value r = Value::nil();
-  for (; isPair(list); list = cdr(list)) r = cons(car(list), r);
+  uint64_t n = 0;
+  for (; isPair(list); list = cdr(list)) {
+    r = cons(car(list), r);
+    pollEvery(++n);
+  }
   return r;
 }
 

@@ -4,6 +4,7 @@
 #include "interp/tensor_hooks.hpp"
 #include "interp/interp.hpp"
 #include "interp/node.hpp"
+#include "interp/gc.hpp"
 #include <atomic>
 #include <cctype>
 #include <mutex>
@@ -58,6 +59,54 @@ bool symbolNeedsBars(std::string_view s) {
   return false;
 }
 
+// Object -> small state, open addressing in one array: the cycle search marks every container
+// of the value printed, millions for a long list, and a node-based std::unordered_set spent
+// more time allocating, and then freeing, its nodes than the search itself (freeing them alone
+// took 0.3 s after a time-limit stop in a 6-million-element list).
+class ObjectMarks {
+ public:
+  uint8_t get(const Object* o) const {
+    if (slots_.empty()) return 0;
+    for (size_t i = slotOf(o);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].key == o) return slots_[i].mark;
+      if (!slots_[i].key) return 0;
+    }
+  }
+  void set(const Object* o, uint8_t mark) {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    for (size_t i = slotOf(o);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].key == o) {
+        slots_[i].mark = mark;
+        return;
+      }
+      if (!slots_[i].key) {
+        slots_[i] = {o, mark};
+        count_++;
+        return;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    const Object* key;
+    uint8_t mark;
+  };
+  size_t slotOf(const Object* o) const {
+    uint64_t h = reinterpret_cast<uintptr_t>(o) * 0x9e3779b97f4a7c15ULL;
+    return size_t(h >> 20) & (slots_.size() - 1);
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.empty() ? 64 : slots_.size() * 2, Slot{nullptr, 0});
+    old.swap(slots_);
+    count_ = 0;
+    for (const Slot& s : old)
+      if (s.key) set(s.key, s.mark);
+  }
+  std::vector<Slot> slots_;
+  size_t count_ = 0;
+};
+
 struct Printer {
   std::string& out;
   bool write;
@@ -65,6 +114,10 @@ struct Printer {
   std::unordered_set<const Object*> printed;
   int nextLabel = 0;
   size_t limit = SIZE_MAX;   // stop once `out` is this long (toWriteStringBounded)
+  // Values visited so far. Printing shared structure that is not cyclic (a list holding the same
+  // sublist twice, nested forty deep) unfolds it, so output can grow without bound from a small
+  // heap: every walk polls the running interpreter, so a time budget or Ctrl-C stops it.
+  uint64_t visited = 0;
 
   bool full() const { return out.size() >= limit; }
 
@@ -138,16 +191,18 @@ struct Printer {
 
   // write-shared: every container reached twice gets a label.
   void findShared(Value root) {
-    std::unordered_set<const Object*> seen;
+    ObjectMarks seen;
     std::vector<Value> stack{root};
     while (!stack.empty()) {
       Value v = stack.back();
       stack.pop_back();
       if (!isContainer(v)) continue;
-      if (!seen.insert(v.obj()).second) {
+      pollEvery(++visited);
+      if (seen.get(v.obj())) {
         labels.emplace(v.obj(), -1);
         continue;
       }
+      seen.set(v.obj(), 1);
       pushChildren(v, [&](Value c) { stack.push_back(c); });
     }
   }
@@ -156,29 +211,58 @@ struct Printer {
   // With a budget, only the first `budget` containers are explored: output cut off after
   // `limit` characters never reaches further.
   void findCycles(Value root, size_t budget = SIZE_MAX) {
-    std::unordered_set<const Object*> onPath, done;
+    enum : uint8_t { kOnPath = 1, kDone = 2 };
+    ObjectMarks marks;
     std::vector<std::pair<Value, int>> stack;   // value, state (0 = enter, 1 = leave)
     stack.push_back({root, 0});
     while (!stack.empty() && budget > 0) {
       auto [v, state] = stack.back();
       stack.pop_back();
+      pollEvery(++visited);   // entering and leaving: a long list leaves millions at the end
       if (!isContainer(v)) continue;
       const Object* o = v.obj();
       if (state == 1) {
-        onPath.erase(o);
-        done.insert(o);
+        marks.set(o, kDone);
         continue;
       }
-      if (onPath.count(o)) {
+      uint8_t mark = marks.get(o);
+      if (mark == kOnPath) {
         labels.emplace(o, -1);
         continue;
       }
-      if (done.count(o)) continue;
+      if (mark == kDone) continue;
       budget--;
-      onPath.insert(o);
+      marks.set(o, kOnPath);
       stack.push_back({v, 1});
       pushChildren(v, [&](Value c) { stack.push_back({c, 0}); });
     }
+  }
+
+  // Whether a walk of the value as a tree ends within `budget` containers: then it has no
+  // cycle and the marking search above is not needed. The walk keeps no marks, so it costs a
+  // pointer chase per container instead of a hash-table probe (measured: printing a list of 3
+  // million numbers spent 42% of its time marking); a cycle, or sharing that unfolds past the
+  // budget, makes it give up and leaves the decision to findCycles.
+  bool acyclicWithin(Value root, size_t budget) {
+    std::vector<Value> stack{root};
+    while (!stack.empty()) {
+      Value v = stack.back();
+      stack.pop_back();
+      while (isContainer(v)) {
+        if (budget-- == 0) return false;
+        pollEvery(++visited);
+        if (isPair(v)) {   // along the cdrs without the stack: lists are long, rarely deep
+          if (isContainer(car(v))) stack.push_back(car(v));
+          v = cdr(v);
+          continue;
+        }
+        pushChildren(v, [&](Value c) {
+          if (isContainer(c)) stack.push_back(c);
+        });
+        break;
+      }
+    }
+    return true;
   }
 
   bool label(Value v) {   // true when v was printed as a back reference
@@ -292,6 +376,7 @@ struct Printer {
   void print(Value v) {
     if (full()) return;
     if (stackNearlyFull()) throwError("recursion-error", "data nested too deeply to print");
+    pollEvery(++visited);
     if (v.isFixnum()) {
       out += std::to_string(v.fixnum());
       return;
@@ -445,7 +530,9 @@ struct Printer {
 
 void printValue(std::string& out, Value v, bool write) {
   Printer p{out, write, {}, {}, 0};
-  if (Printer::isContainer(v)) p.findCycles(v);
+  // A tree walk that visits more containers than the heap can hold has met one twice.
+  size_t containersInHeap = size_t(gcStats().heapBytes) / sizeof(Pair) + 1024;
+  if (Printer::isContainer(v) && !p.acyclicWithin(v, containersInHeap)) p.findCycles(v);
   p.print(v);
 }
 

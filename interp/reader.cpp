@@ -1,4 +1,5 @@
 #include "interp/reader.hpp"
+#include "interp/symbol_table.hpp"
 #include "interp/interp.hpp"
 #include "interp/numbers.hpp"
 #include "interp/tensor_hooks.hpp"
@@ -168,7 +169,7 @@ Value Reader::datum() {
         }
         name += char(ch);
       }
-      return intern(name);
+      return internCollectable(name);
     }
     default:
       return atom(line, col);
@@ -418,9 +419,9 @@ Value Reader::atom(int line, int col) {
   if (std::isdigit((unsigned char)c0) || ((c0 == '+' || c0 == '-' || c0 == '.') && t.size() > 1)) {
     if (auto n = parseNumber(t)) return *n;
   }
-  if (c0 == ':' && t.size() > 1) return internKeyword(std::string_view(t).substr(1));
+  if (c0 == ':' && t.size() > 1) return internCollectable(std::string_view(t).substr(1), true);
   if (t == ".") fail("unexpected '.'", line, col);
-  return intern(t);
+  return internCollectable(t);
 }
 
 Value Reader::patchLabel(Value x, Value placeholder, Value target, int depth,

@@ -31,7 +31,9 @@ Value applyPrim(Interp& in, Value* a, int n, PrimitiveInfo* info) {
 // Appends to a list in order without reversing it at the end.
 struct ListBuilder {
   Value head = Value::nil(), tail = Value::nil();
+  uint64_t count = 0;
   void add(Value v) {
+    pollEvery(++count);   // long lists take seconds to build: honour budgets
     Value cell = cons(v, Value::nil());
     if (head.isNil()) head = cell;
     else tail.as<Pair>()->cdr = cell;

@@ -25,7 +25,9 @@ namespace {
 struct ListBuilder {
   Value head = Value::nil();
   Value tail = Value::nil();
+  uint64_t count = 0;
   void add(Value v) {
+    pollEvery(++count);   // a copy of a list of a hundred million elements takes seconds
     Value p = cons(v, Value::nil());
     if (tail.isNil()) head = p;
     else tail.as<Pair>()->cdr = p;

@@ -481,7 +481,10 @@ void registerStrings(Registry& r) {
         [](Value str, Value start, Value end) {
           std::u32string cps = decode(sliceArg("string->list", 0, str, start, end).bytes());
           Value out = Value::nil();
-          for (size_t i = cps.size(); i-- > 0;) out = cons(Value::character(uint32_t(cps[i])), out);
+          for (size_t i = cps.size(); i-- > 0;) {
+            out = cons(Value::character(uint32_t(cps[i])), out);
+            pollEvery(i);   // forty million characters take seconds
+          }
           return out;
         },
         "A new list of the characters of STRING from START to END.");
@@ -489,7 +492,9 @@ void registerStrings(Registry& r) {
         [](Value list) {
           listArg("list->string", 0, list);
           std::string out;
+          uint64_t n = 0;
           for (Value p = list; isPair(p); p = cdr(p)) {
+            pollEvery(++n);
             if (!car(p).isChar()) typeError("list->string", 0, "a list of characters", list);
             appendUtf8(out, car(p).character());
           }

@@ -1,5 +1,6 @@
 // Symbols, keywords and booleans.
 #include "builtins/builtins.hpp"
+#include "interp/symbol_table.hpp"
 #include "builtins/core/checks.hpp"
 #include "interp/inline_ops.hpp"
 
@@ -58,7 +59,7 @@ void registerSymbols(Registry& r) {
         [](Value s) { return makeString(symbolName(symbolArg("symbol->string", 0, s))); },
         "The name of SYMBOL as a new string.");
   r.def("string->symbol", "(string)",
-        [](Value s) { return intern(data::stringArg("string->symbol", 0, s)->view()); },
+        [](Value s) { return internCollectable(data::stringArg("string->symbol", 0, s)->view()); },
         "The symbol whose name is STRING, interned: equal names give eq? symbols.");
   r.def("symbol<?", "(sym1 sym2)",
         [](Value a, Value b) {
@@ -82,13 +83,13 @@ void registerSymbols(Registry& r) {
         [](Value k) { return makeString(symbolName(keywordArg("keyword->string", 0, k))); },
         "The name of KEYWORD without its colon: (keyword->string :lr) => \"lr\".");
   r.def("string->keyword", "(string)",
-        [](Value s) { return internKeyword(data::stringArg("string->keyword", 0, s)->view()); },
+        [](Value s) { return internCollectable(data::stringArg("string->keyword", 0, s)->view(), true); },
         "The keyword named STRING (without a colon): (string->keyword \"lr\") => :lr.");
   r.def("keyword->symbol", "(keyword)",
-        [](Value k) { return intern(symbolName(keywordArg("keyword->symbol", 0, k))); },
+        [](Value k) { return internCollectable(symbolName(keywordArg("keyword->symbol", 0, k))); },
         "The symbol with the same name as KEYWORD: (keyword->symbol :lr) => lr.");
   r.def("symbol->keyword", "(symbol)",
-        [](Value s) { return internKeyword(symbolName(symbolArg("symbol->keyword", 0, s))); },
+        [](Value s) { return internCollectable(symbolName(symbolArg("symbol->keyword", 0, s)), true); },
         "The keyword with the same name as SYMBOL: (symbol->keyword 'lr) => :lr.");
 }
 

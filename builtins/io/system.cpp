@@ -1,6 +1,7 @@
 // The process and the interpreter itself: command line, exit, environment, time, the
 // collector, tensor memory, help.
 #include "builtins/builtins.hpp"
+#include "interp/symbol_table.hpp"
 #include "builtins/core/special_forms.hpp"
 #include "interp/gc.hpp"
 #include "interp/interp_state.hpp"
@@ -162,9 +163,11 @@ void registerSystem(Registry& r) {
                      entry("peak-tensor-bytes", t.peakCountedBytes), entry("tensor-collections", t.collections),
                      entry("tensor-gc-threshold", t.threshold), entry("tensors-freed-early", t.released),
                      entry("heap-bytes", g.heapBytes), entry("free-bytes", g.freeBytes),
-                     entry("collections", g.collections)};
+                     entry("collections", g.collections),
+                     entry("interned-symbols", int64_t(internedSymbolCount()))};
     return listFromArray(items, sizeof items / sizeof items[0]);
-  }, "An alist of memory facts: live tensors and their bytes, collections, heap size.");
+  }, "An alist of memory facts: live tensors and their bytes, collections, heap size, interned "
+     "symbols (those a script made are collected once unused).");
   sandboxAllowed(r, "gc-stats", "global settings: memory counters",
                "reads numbers; changes nothing");
   r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) {

@@ -168,3 +168,59 @@ TEST_CASE("hardening: tensor->list is refused up front past the heap limit") {
   purple::setHeapLimit(0);
   CHECK(e.kind() == "memory-error");
 }
+
+TEST_CASE("hardening: printing shared structure that unfolds without bound stops at the time budget") {
+  purple::Options o;
+  o.limits.maxSeconds = 0.3;
+  purple::Interpreter interp(o);
+  // 41 lists, 2^40 leaves once unfolded: no cycle, so write prints it all; only the printer's
+  // own polling can stop it (fuzz slow unit a70a488: printing a 6-million-element list in a
+  // failed test's message ran 1.5 s past a 2 s budget)
+  interp.eval("(define (dag n) (if (= n 0) (list 1 2 3) (let ((d (dag (- n 1)))) (list d d))))");
+  CHECK(errorOf(interp, "(call-with-output-string (lambda (p) (write (dag 40) p)))").kind() == "time-limit");
+  CHECK(errorOf(interp, "(call-with-output-string (lambda (p) (display (vector (dag 40)) p)))").kind() ==
+        "time-limit");
+  CHECK(interp.eval("(call-with-output-string (lambda (p) (write (dag 1) p)))").str() ==
+        "((1 2 3) (1 2 3))");
+  // a cycle at the end of a long list is still found (the quick acyclic walk gives up on it)
+  std::string tail = interp.eval("(let ((l (iota 300000))) (set-cdr! (last-pair l) (list-tail l 5))"
+                                 "  (call-with-output-string (lambda (p) (write (vector l) p))))").str();
+  CHECK(tail.rfind("#((0 1 2 3 4 . #0=(5 6 7 ", 0) == 0);
+  const std::string end = " 299999 . #0#)))";
+  CHECK((tail.size() > end.size() && tail.compare(tail.size() - end.size(), end.size(), end) == 0));
+}
+
+TEST_CASE("hardening: symbols a script makes are collected once unused, and keep their identity while used") {
+  purple::Interpreter interp;
+  interp.eval(R"P((define (make-symbols n)
+                   (let loop ((i 0))
+                     (when (< i n)
+                       (string->symbol (string-append "made-" (number->string i)))
+                       (read (open-input-string (string-append "read-" (number->string i))))
+                       (loop (+ i 1)))))
+                 (define (interned) (gc) (cdr (assq 'interned-symbols (gc-stats))))
+                 (define kept (string->symbol "kept-symbol"))
+                 (define kept-keyword (string->keyword "kept-keyword"))
+                 (eval (read (open-input-string "(define global-from-data 42)")))
+                 (eval (read (open-input-string
+                         "(define-syntax swap-from-data (syntax-rules () ((_ a b) (list b a))))")))
+                 (define table (make-eq-hash-table))
+                 (hash-table-set! table (string->symbol "key-from-data") 7)
+                 (define before (interned)))P");
+  interp.eval("(make-symbols 100000)");
+  int64_t grown = interp.eval("(- (interned) before)").to<int64_t>();
+  CAPTURE(grown);
+  CHECK(grown < 20000);   // 200,000 made; without collection all stay (32 bytes each, for good)
+  // every symbol still referenced is still the one interning its name gives
+  CHECK(interp.eval("(eq? kept (string->symbol \"kept-symbol\"))").isTrue());
+  CHECK(interp.eval("(eq? kept-keyword (string->keyword \"kept-keyword\"))").isTrue());
+  CHECK(interp.eval("(eq? kept (read (open-input-string \"kept-symbol\")))").isTrue());
+  CHECK(interp.eval("(eval (read (open-input-string \"global-from-data\")))").to<int64_t>() == 42);
+  CHECK(interp.eval("(eval (read (open-input-string \"(swap-from-data 1 2)\")))").repr() == "(2 1)");
+  CHECK(interp.eval("(hash-table-ref/default table (string->symbol \"key-from-data\") #f)").to<int64_t>() == 7);
+  // names C++ code uses keep working when a script spelled them first
+  CHECK(interp.eval("(eq? (string->symbol \"quote\") 'quote)").isTrue());
+  CHECK(interp.eval("(eq? (string->keyword \"dim\") :dim)").isTrue());
+  CHECK(interp.eval("(tensor-shape (apply tensor-sum (list (tensor-ones 2 3) (string->keyword \"dim\") 0)))")
+            .repr() == "(3)");
+}
