@@ -224,3 +224,27 @@ TEST_CASE("hardening: symbols a script makes are collected once unused, and keep
   CHECK(interp.eval("(tensor-shape (apply tensor-sum (list (tensor-ones 2 3) (string->keyword \"dim\") 0)))")
             .repr() == "(3)");
 }
+
+TEST_CASE("hardening: results gathered outside the collected heap are refused before they grow") {
+  // Each of these used to build its whole result in malloc'ed memory first: 60 copies of a
+  // 100 MB string took 11 s and 6.6 GB before "string too long"; (string-pad "a" 1500000000)
+  // took 36 s and 17.7 GB.
+  purple::setHeapLimit(std::size_t(512) << 20);
+  purple::Options o;
+  o.limits.maxSeconds = 5;
+  purple::Interpreter interp(o);
+  interp.eval("(define s (make-string 10000000 #\\a))");
+  purple::Error tooLong = errorOf(interp, "(apply string-append (make-list 500 s))");
+  purple::Error pastLimit = errorOf(interp, "(apply string-append (make-list 200 s))");
+  purple::Error joined = errorOf(interp, "(string-join (make-list 200 s) \",\")");
+  purple::Error padded = errorOf(interp, "(string-pad \"a\" 1500000000)");
+  purple::Error port = errorOf(interp, "(call-with-output-string (lambda (p) (let loop () (write-string s p) (loop))))");
+  purple::setHeapLimit(0);
+  CHECK(tooLong.kind() == "range-error");
+  CHECK(pastLimit.kind() == "memory-error");
+  CHECK(joined.kind() == "memory-error");
+  CHECK(padded.kind() == "memory-error");
+  CHECK(port.kind() == "memory-error");
+  CHECK(interp.eval("(string-length (string-append s s))").to<int64_t>() == 20000000);
+  CHECK(interp.eval("(string-pad-right \"ab\" 4 #\\λ)").str() == "abλλ");
+}
