@@ -231,20 +231,23 @@ TEST_CASE("hardening: results gathered outside the collected heap are refused be
   // took 36 s and 17.7 GB.
   purple::setHeapLimit(std::size_t(512) << 20);
   purple::Options o;
-  o.limits.maxSeconds = 5;
+  o.limits.maxSeconds = 60;   // a safety net only: each case must end in its own error
   purple::Interpreter interp(o);
   interp.eval("(define s (make-string 10000000 #\\a))");
   purple::Error tooLong = errorOf(interp, "(apply string-append (make-list 500 s))");
   purple::Error pastLimit = errorOf(interp, "(apply string-append (make-list 200 s))");
   purple::Error joined = errorOf(interp, "(string-join (make-list 200 s) \",\")");
   purple::Error padded = errorOf(interp, "(string-pad \"a\" 1500000000)");
+  purple::Error formatted = errorOf(interp, "(format #f \"~2000000000a\" 1)");
   purple::Error port = errorOf(interp, "(call-with-output-string (lambda (p) (let loop () (write-string s p) (loop))))");
   purple::setHeapLimit(0);
   CHECK(tooLong.kind() == "range-error");
   CHECK(pastLimit.kind() == "memory-error");
   CHECK(joined.kind() == "memory-error");
   CHECK(padded.kind() == "memory-error");
+  CHECK(formatted.kind() == "memory-error");
   CHECK(port.kind() == "memory-error");
   CHECK(interp.eval("(string-length (string-append s s))").to<int64_t>() == 20000000);
   CHECK(interp.eval("(string-pad-right \"ab\" 4 #\\λ)").str() == "abλλ");
+  CHECK(interp.eval("(format #f \"~5,'0d|~6a|~4,'λd\" 42 \"héllo\" 7)").str() == "00042|héllo |λλλ7");
 }
