@@ -6,6 +6,7 @@
 //    because the GC sees only the small cells, not the megabytes behind them.
 #include "interp/gc.hpp"
 #include "interp/value.hpp"
+#include "interp/error.hpp"
 #include <gc/gc.h>
 #include <gc/gc_mark.h>
 #include <dlfcn.h>
@@ -141,6 +142,17 @@ void gcSetHeapLimit(size_t bytes) {
 }
 
 size_t gcHeapLimit() { return gHeapLimit.load(std::memory_order_relaxed); }
+
+void checkResultBytes(const char* who, size_t bytes) {
+  constexpr size_t kMostBytes = UINT32_MAX - 1;   // the longest object (objects.cpp)
+  if (bytes > kMostBytes)
+    throwError("range-error", std::string(who) + ": result too long (" + std::to_string(bytes) +
+                                  " bytes; a string holds at most " + std::to_string(kMostBytes) + ")");
+  size_t limit = gcHeapLimit();
+  if (limit && bytes > limit)
+    throwError("memory-error", std::string(who) + ": result of " + std::to_string(bytes) +
+                                   " bytes is past the heap limit (" + std::to_string(limit) + " bytes)");
+}
 
 void gcAddGrowingRoots(const void* base, const int64_t* used, size_t unitBytes) {
   GrowingRoots r{base, used, unitBytes};

@@ -26,6 +26,10 @@ void gcRemoveGrowingRoots(const void* base);
 // larger than it refuse before starting.
 void gcSetHeapLimit(size_t bytes);
 size_t gcHeapLimit();
+// For a result gathered outside the collected heap before it becomes one object (a string
+// port's text, string-append's bytes): refuses, naming WHO, a size no string can have or that
+// is past the heap limit, before the buffer grows that big where no limit applies.
+void checkResultBytes(const char* who, size_t bytes);
 
 struct GcStats {
   int64_t heapBytes;

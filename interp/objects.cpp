@@ -76,7 +76,10 @@ Value makeStringFill(size_t chars, uint32_t fill) {
   appendUtf8(enc, fill);
   checkObjectLength(chars, "string");
   String* s = allocString(enc.size() * chars, chars);
-  for (size_t i = 0; i < chars; i++) std::memcpy(s->data + i * enc.size(), enc.data(), enc.size());
+  for (size_t i = 0; i < chars; i++) {
+    std::memcpy(s->data + i * enc.size(), enc.data(), enc.size());
+    pollEvery(i);   // two billion characters take seconds
+  }
   return Value(s);
 }
 
@@ -84,7 +87,10 @@ Value makeVector(size_t n, Value fill) {
   checkObjectLength(n, "vector");
   auto* v = allocObject<Vector>(Kind::Vector, sizeof(Vector) + (n ? n - 1 : 0) * sizeof(Value));
   v->extra = uint32_t(n);
-  for (size_t i = 0; i < n; i++) v->items[i] = fill;
+  for (size_t i = 0; i < n; i++) {
+    v->items[i] = fill;
+    pollEvery(i);
+  }
   return Value(v);
 }
 

@@ -17,6 +17,7 @@
 // Numeric directives also take tensors with one element (a loss, an accuracy), so training logs
 // need no tensor-item.
 #include "builtins/builtins.hpp"
+#include "interp/gc.hpp"
 #include "interp/numbers.hpp"
 #include "interp/port.hpp"
 #include "interp/printer.hpp"
@@ -69,24 +70,35 @@ bool numericArg(Value v, double& out, bool& exactInt, Value& exactValue) {
   return false;
 }
 
-std::string padLeft(std::string s, const Param& width, const Param& fill) {
-  if (width.given && int64_t(s.size()) < width.number) {
-    std::string pad;
-    for (int64_t i = int64_t(s.size()); i < width.number; i++) appendUtf8(pad, fill.given && fill.isChar ? fill.ch : ' ');
-    s = pad + s;
-  }
-  return s;
-}
-
 size_t displayWidth(const std::string& s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
   return n;
 }
 
+// N copies of a character. The count comes from the format string, so the size is checked
+// before anything is built (~1000000000a took 24 s and 2 GB).
+std::string padding(int64_t n, uint32_t ch, size_t alongside) {
+  std::string one;
+  appendUtf8(one, ch);
+  checkResultBytes("format", alongside + size_t(n) * one.size());
+  if (one.size() == 1) return std::string(size_t(n), one[0]);
+  std::string pad;
+  pad.reserve(size_t(n) * one.size());
+  for (int64_t i = 0; i < n; i++) pad += one;
+  return pad;
+}
+
+std::string padLeft(std::string s, const Param& width, const Param& fill) {
+  int64_t have = int64_t(displayWidth(s));
+  if (width.given && have < width.number)
+    s = padding(width.number - have, fill.given && fill.isChar ? fill.ch : ' ', s.size()) + s;
+  return s;
+}
+
 std::string padRight(std::string s, const Param& width) {
-  if (width.given)
-    for (int64_t i = int64_t(displayWidth(s)); i < width.number; i++) s += ' ';
+  int64_t have = int64_t(displayWidth(s));
+  if (width.given && have < width.number) s += padding(width.number - have, ' ', s.size());
   return s;
 }
 

@@ -6,6 +6,7 @@
 // character indices everywhere. Substring search works on bytes: a match of valid UTF-8 inside
 // valid UTF-8 always starts on a character boundary.
 #include "builtins/builtins.hpp"
+#include "interp/gc.hpp"
 #include "builtins/core/checks.hpp"
 #include "builtins/core/unicode.hpp"
 
@@ -335,10 +336,16 @@ std::string joinStrings(std::string_view who, Value list, std::string_view delim
   }
   if (n == 0 && g == StrictInfix)
     throwError("error", std::string(who) + ": an empty list cannot be joined with the strict-infix grammar");
+  size_t bytes = 0;
+  for (Value p = list; isPair(p); p = cdr(p)) {
+    if (!isString(car(p))) typeError(who, 0, "a list of strings", list);
+    bytes += stringView(car(p)).size() + delim.size();
+  }
+  checkResultBytes(std::string(who).c_str(), bytes);
   std::string out;
+  out.reserve(bytes);
   size_t i = 0;
   for (Value p = list; isPair(p); p = cdr(p), i++) {
-    if (!isString(car(p))) typeError(who, 0, "a list of strings", list);
     if (g == Prefix) out += delim;
     else if (i > 0 && (g == Infix || g == StrictInfix)) out += delim;
     out += stringView(car(p));
@@ -350,14 +357,22 @@ std::string joinStrings(std::string_view who, Value list, std::string_view delim
 std::string padString(std::string_view who, Value str, int64_t n, Value fill, bool left) {
   if (n < 0) rangeError(who, 1, Value::fixnum(n), "negative length");
   uint32_t c = fill.isMissing() ? ' ' : charArg(who, 2, fill);
-  std::u32string cps = decode(stringArg(who, 0, str)->view());
-  size_t len = cps.size(), want = size_t(n);
+  String* s = stringArg(who, 0, str);
+  size_t len = s->charCount, want = size_t(n);
   if (len >= want) {
     // SRFI-13: too long a string is truncated, keeping the side the padding would be on's opposite.
+    std::u32string cps = decode(s->view());
     return encode(left ? cps.substr(len - want) : cps.substr(0, want));
   }
-  std::u32string pad(want - len, char32_t(c));
-  return encode(left ? pad + cps : cps + pad);
+  // The padding is made in the collected heap first, so a huge N meets the heap limit (or the
+  // string size limit) before any buffer of that size is made outside it.
+  if (want > 0x7fffffff) rangeError(who, 1, Value::fixnum(n), "longer than a string can be");
+  Value pad = makeStringFill(want - len, c);
+  std::string out;
+  out.reserve(stringView(pad).size() + s->view().size());
+  if (left) out.append(stringView(pad)).append(s->view());
+  else out.append(s->view()).append(stringView(pad));
+  return out;
 }
 
 }  // namespace
@@ -426,9 +441,13 @@ void registerStrings(Registry& r) {
         "A new string of the characters of STRING from START up to (not including) END.");
   r.def("string-append", "(:rest strings)",
         [](RestArgs strings) {
-          std::string out;
+          size_t bytes = 0;
           int i = 0;
-          for (Value p = strings.list; isPair(p); p = cdr(p), i++) out += stringArg("string-append", i, car(p))->view();
+          for (Value p = strings.list; isPair(p); p = cdr(p), i++) bytes += stringArg("string-append", i, car(p))->extra;
+          checkResultBytes("string-append", bytes);
+          std::string out;
+          out.reserve(bytes);
+          for (Value p = strings.list; isPair(p); p = cdr(p)) out += stringView(car(p));
           return makeString(out);
         },
         "A new string whose characters are those of the STRINGS in order.");

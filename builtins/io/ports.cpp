@@ -81,7 +81,10 @@ void portWrite(Value port, std::string_view text) {
   else if (p->file) {
     if (std::fwrite(text.data(), 1, text.size(), p->file) != text.size())
       throwError("file-error", std::string("write failed: ") + std::strerror(errno));
-  } else p->buffer.append(text);
+  } else {
+    checkResultBytes("string port", p->buffer.size() + text.size());
+    p->buffer.append(text);
+  }
 }
 
 void portFlush(Value port) {

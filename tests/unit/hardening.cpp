@@ -180,10 +180,13 @@ TEST_CASE("hardening: printing shared structure that unfolds without bound stops
   CHECK(errorOf(interp, "(call-with-output-string (lambda (p) (write (dag 40) p)))").kind() == "time-limit");
   CHECK(errorOf(interp, "(call-with-output-string (lambda (p) (display (vector (dag 40)) p)))").kind() ==
         "time-limit");
-  CHECK(interp.eval("(call-with-output-string (lambda (p) (write (dag 1) p)))").str() ==
+  // what the stop must not break, without a budget (these take a while under ASan)
+  purple::Interpreter unlimited;
+  unlimited.eval("(define (dag n) (if (= n 0) (list 1 2 3) (let ((d (dag (- n 1)))) (list d d))))");
+  CHECK(unlimited.eval("(call-with-output-string (lambda (p) (write (dag 1) p)))").str() ==
         "((1 2 3) (1 2 3))");
   // a cycle at the end of a long list is still found (the quick acyclic walk gives up on it)
-  std::string tail = interp.eval("(let ((l (iota 300000))) (set-cdr! (last-pair l) (list-tail l 5))"
+  std::string tail = unlimited.eval("(let ((l (iota 300000))) (set-cdr! (last-pair l) (list-tail l 5))"
                                  "  (call-with-output-string (lambda (p) (write (vector l) p))))").str();
   CHECK(tail.rfind("#((0 1 2 3 4 . #0=(5 6 7 ", 0) == 0);
   const std::string end = " 299999 . #0#)))";
@@ -223,4 +226,31 @@ TEST_CASE("hardening: symbols a script makes are collected once unused, and keep
   CHECK(interp.eval("(eq? (string->keyword \"dim\") :dim)").isTrue());
   CHECK(interp.eval("(tensor-shape (apply tensor-sum (list (tensor-ones 2 3) (string->keyword \"dim\") 0)))")
             .repr() == "(3)");
+}
+
+TEST_CASE("hardening: results gathered outside the collected heap are refused before they grow") {
+  // Each of these used to build its whole result in malloc'ed memory first: 60 copies of a
+  // 100 MB string took 11 s and 6.6 GB before "string too long"; (string-pad "a" 1500000000)
+  // took 36 s and 17.7 GB.
+  purple::setHeapLimit(std::size_t(512) << 20);
+  purple::Options o;
+  o.limits.maxSeconds = 60;   // a safety net only: each case must end in its own error
+  purple::Interpreter interp(o);
+  interp.eval("(define s (make-string 10000000 #\\a))");
+  purple::Error tooLong = errorOf(interp, "(apply string-append (make-list 500 s))");
+  purple::Error pastLimit = errorOf(interp, "(apply string-append (make-list 200 s))");
+  purple::Error joined = errorOf(interp, "(string-join (make-list 200 s) \",\")");
+  purple::Error padded = errorOf(interp, "(string-pad \"a\" 1500000000)");
+  purple::Error formatted = errorOf(interp, "(format #f \"~2000000000a\" 1)");
+  purple::Error port = errorOf(interp, "(call-with-output-string (lambda (p) (let loop () (write-string s p) (loop))))");
+  purple::setHeapLimit(0);
+  CHECK(tooLong.kind() == "range-error");
+  CHECK(pastLimit.kind() == "memory-error");
+  CHECK(joined.kind() == "memory-error");
+  CHECK(padded.kind() == "memory-error");
+  CHECK(formatted.kind() == "memory-error");
+  CHECK(port.kind() == "memory-error");
+  CHECK(interp.eval("(string-length (string-append s s))").to<int64_t>() == 20000000);
+  CHECK(interp.eval("(string-pad-right \"ab\" 4 #\\λ)").str() == "abλλ");
+  CHECK(interp.eval("(format #f \"~5,'0d|~6a|~4,'λd\" 42 \"héllo\" 7)").str() == "00042|héllo |λλλ7");
 }
