@@ -499,13 +499,29 @@ __attribute__((always_inline)) inline Value inlineArithmeticApp(Interp& in, AppN
 // (`(fib (- n 1))`): one function per operator and operand kinds, chosen by the analyzer
 // (AppNode::shape), so that `(< n 2)` costs an indirect call and a few loads instead of the
 // dispatch through evalSimple, evalCompound and the checks of the general inline call.
-enum OperandKind { kConstOperand, kLocal0Operand, kLocal1Operand, kCallOperand, kOperandKinds };
+enum OperandKind { kConstOperand, kLocal0Operand, kLocal1Operand, kCallOperand, kInlineCallOperand, kOperandKinds };
 
 template <int K> __attribute__((always_inline)) inline Value shapedOperand(Interp& in, Node* a, Frame* env) {
   if constexpr (K == kConstOperand) return static_cast<ConstNode*>(a)->value;
   else if constexpr (K == kLocal0Operand) return env->slots[static_cast<LocalNode*>(a)->index];
   else if constexpr (K == kLocal1Operand) return env->parent->slots[static_cast<LocalNode*>(a)->index];
-  else return in.eval(a, env);
+  else if constexpr (K == kCallOperand) return in.eval(a, env);
+  else {
+    // nested builtin calls recurse without an eval activation: guard the C++ stack
+    if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
+    return (a->flags & kAppShaped) ? static_cast<AppNode*>(a)->shape(in, static_cast<AppNode*>(a), env)
+                                   : evalCompound(in, a, env);
+  }
+}
+
+// After the builtin `fn` returned `result` on operand x, a kInlineCallOperand: a fresh tensor
+// that call made (`(+ (* t 2) 1)` on tensors) is dead at once, as in inlinePrimitiveOnCalls.
+template <int K> __attribute__((always_inline)) inline void releaseFreshOperand(Node* a, Value x, Value fn, Value result) {
+  if constexpr (K == kInlineCallOperand) {
+    if (x == result || !isTensor(x) || !(fn.obj()->flags & kPrimBorrowsArgs)) return;
+    Value g = static_cast<GlobalNode*>(static_cast<AppNode*>(a)->fn)->cell->value;
+    if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) releaseTensor(x);
+  }
 }
 
 template <int Op, int A, int B> Value shapedArithmetic(Interp& in, AppNode* app, Frame* env) {
@@ -517,7 +533,10 @@ template <int Op, int A, int B> Value shapedArithmetic(Interp& in, AppNode* app,
   if (fixnumArithmetic(InlineBuiltin(Op), x, y, &r)) return r;
   // not two fixnums (or a bignum product): the builtin, on the values already computed
   Value argv[2] = {shareValue(x), shareValue(y)};
-  return callInlineBuiltin(in, app, fn, argv, 2);
+  r = callInlineBuiltin(in, app, fn, argv, 2);
+  releaseFreshOperand<A>(app->args[0], x, fn, r);
+  releaseFreshOperand<B>(app->args[1], y, fn, r);
+  return r;
 }
 
 // car, cdr, null?, not, zero?, vector-length... on one operand; quotient, remainder, modulo,
@@ -528,9 +547,15 @@ template <int Op, int A> Value shapedUnary(Interp& in, AppNode* app, Frame* env)
   if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
   Value argv[1] = {shapedOperand<A>(in, app->args[0], env)}, r;
   in.poll();
-  if (inlinePrimitiveBody(InlineBuiltin(Op), 1, argv, &r)) return r;
+  if (inlinePrimitiveBody(InlineBuiltin(Op), 1, argv, &r)) {
+    releaseFreshOperand<A>(app->args[0], argv[0], fn, r);
+    return r;
+  }
+  Value x = argv[0];
   argv[0] = shareValue(argv[0]);
-  return callInlineBuiltin(in, app, fn, argv, 1);
+  r = callInlineBuiltin(in, app, fn, argv, 1);
+  releaseFreshOperand<A>(app->args[0], x, fn, r);
+  return r;
 }
 
 template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Frame* env) {
@@ -538,10 +563,18 @@ template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Fra
   if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
   Value argv[2] = {shapedOperand<A>(in, app->args[0], env), shapedOperand<B>(in, app->args[1], env)}, r;
   in.poll();
-  if (inlinePrimitiveBody(InlineBuiltin(Op), 2, argv, &r)) return r;
+  if (inlinePrimitiveBody(InlineBuiltin(Op), 2, argv, &r)) {
+    releaseFreshOperand<A>(app->args[0], argv[0], fn, r);
+    releaseFreshOperand<B>(app->args[1], argv[1], fn, r);
+    return r;
+  }
+  Value x = argv[0], y = argv[1];
   argv[0] = shareValue(argv[0]);
   argv[1] = shareValue(argv[1]);
-  return callInlineBuiltin(in, app, fn, argv, 2);
+  r = callInlineBuiltin(in, app, fn, argv, 2);
+  releaseFreshOperand<A>(app->args[0], x, fn, r);
+  releaseFreshOperand<B>(app->args[1], y, fn, r);
+  return r;
 }
 
 constexpr bool isUnaryShape(int op) {
@@ -566,13 +599,14 @@ template <int Op, int A, int B> constexpr AppShapeFn binaryShape() {
   else return nullptr;
 }
 template <int Op> constexpr std::array<AppShapeFn, kOperandKinds> unaryRow() {
-  return {unaryShape<Op, 0>(), unaryShape<Op, 1>(), unaryShape<Op, 2>(), unaryShape<Op, 3>()};
+  return {unaryShape<Op, 0>(), unaryShape<Op, 1>(), unaryShape<Op, 2>(), unaryShape<Op, 3>(), unaryShape<Op, 4>()};
 }
 template <int Op, int A> constexpr std::array<AppShapeFn, kOperandKinds> binaryRow() {
-  return {binaryShape<Op, A, 0>(), binaryShape<Op, A, 1>(), binaryShape<Op, A, 2>(), binaryShape<Op, A, 3>()};
+  return {binaryShape<Op, A, 0>(), binaryShape<Op, A, 1>(), binaryShape<Op, A, 2>(), binaryShape<Op, A, 3>(),
+          binaryShape<Op, A, 4>()};
 }
 template <int Op> constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> binaryTable() {
-  return {binaryRow<Op, 0>(), binaryRow<Op, 1>(), binaryRow<Op, 2>(), binaryRow<Op, 3>()};
+  return {binaryRow<Op, 0>(), binaryRow<Op, 1>(), binaryRow<Op, 2>(), binaryRow<Op, 3>(), binaryRow<Op, 4>()};
 }
 template <size_t... Ops>
 constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kInlineBuiltins> unaryShapes(std::index_sequence<Ops...>) {
@@ -588,10 +622,10 @@ constexpr auto kBinaryShapes = binaryShapes(std::make_index_sequence<kInlineBuil
 
 template <int Op, int A> constexpr std::array<AppShapeFn, kOperandKinds> shapeRow() {
   return {shapedArithmetic<Op, A, 0>, shapedArithmetic<Op, A, 1>, shapedArithmetic<Op, A, 2>,
-          shapedArithmetic<Op, A, 3>};
+          shapedArithmetic<Op, A, 3>, shapedArithmetic<Op, A, 4>};
 }
 template <int Op> constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> shapeTable() {
-  return {shapeRow<Op, 0>(), shapeRow<Op, 1>(), shapeRow<Op, 2>(), shapeRow<Op, 3>()};
+  return {shapeRow<Op, 0>(), shapeRow<Op, 1>(), shapeRow<Op, 2>(), shapeRow<Op, 3>(), shapeRow<Op, 4>()};
 }
 constexpr std::array<std::array<AppShapeFn, kOperandKinds>, kOperandKinds> kArithmeticShapes[] = {
     shapeTable<1>(), shapeTable<2>(), shapeTable<3>(), shapeTable<4>(),
@@ -607,7 +641,15 @@ int operandKind(Node* a) {
       // A builtin's result may be a fresh tensor that the general inline call releases at once:
       // only calls of what is not a builtin now (a closure, a name not yet defined, a variable).
       Node* f = static_cast<AppNode*>(a)->fn;
-      if (f->op() == Op::Global && static_cast<GlobalNode*>(f)->cell->value.is(Kind::Primitive)) return -1;
+      if (f->op() == Op::Global && static_cast<GlobalNode*>(f)->cell->value.is(Kind::Primitive)) {
+        // `(+ (* a x) c)`, `(car (cdr l))`: a call of an inline builtin, evaluated as evalSimple
+        // would; a fresh tensor it returns is released after the outer builtin (releaseFreshOperand)
+        Value g = static_cast<GlobalNode*>(f)->cell->value;
+        auto* inner = static_cast<AppNode*>(a);
+        if (g.obj()->small && !(g.obj()->flags & kPrimUnboxedTensor) && inner->argc - 1 < 3 && !inner->tensorArgMask)
+          return kInlineCallOperand;
+        return -1;
+      }
       return kCallOperand;
     }
     default: return -1;
