@@ -455,6 +455,19 @@ struct Analyzer {
       }
     }
     if (exprs.empty()) return constant(Value::unspecified());
+    // Definitions that run no code, all before the first expression: their names are bound
+    // before anything can read them.
+    size_t firstExpr = 0;
+    while (firstExpr < exprs.size() && defineSlot[firstExpr] >= 0) firstExpr++;
+    bool unchecked = firstExpr > 0;
+    for (size_t i = firstExpr; i < exprs.size() && unchecked; i++) unchecked = defineSlot[i] < 0;
+    for (size_t i = 0; i < firstExpr && unchecked; i++)
+      unchecked = specialOf(baseSymbol(car(exprs[i]))) == Special::None && initRunsNoCode(cdr(exprs[i]), scope);
+    if (unchecked) {
+      for (Binding& b : scope->vars)
+        for (size_t i = 0; i < firstExpr; i++)
+          if (b.macro.isFalse() && b.slot == uint32_t(defineSlot[i])) b.checked = false;
+    }
     auto* seq = node<SeqNode>(Op::Seq, exprs.size() * sizeof(Node*));
     seq->count = uint32_t(exprs.size());
     for (size_t i = 0; i < exprs.size(); i++) {
@@ -604,6 +617,38 @@ struct Analyzer {
 
   // ---- let family ----
 
+  // Does evaluating X run no code of the program (a lambda, a constant, or a let/letrec of such
+  // forms)? When every init of a letrec, or every internal definition before the body's first
+  // expression, is so, no procedure can run before all the names are bound: their references
+  // need no "used before its definition" check (Op::LocalChecked), and get the fast paths of
+  // ordinary locals (shaped calls, simple operands). Judged on the form before analysis.
+  bool initRunsNoCode(Value x, Scope* scope, int nest = 0) {
+    if (!isPair(x)) return !isIdentifier(x) && !x.isNil();
+    if (!isIdentifier(car(x)) || nest > 8) return false;
+    Resolved r = resolve(car(x), scope);
+    if (r.kind != Resolved::SpecialForm) return false;
+    switch (r.special) {
+      case Special::Lambda: case Special::Quote: return true;
+      case Special::Let: case Special::LetStar: case Special::Letrec: case Special::LetrecStar: {
+        // (let ((v init) ...) form): one body form; a bound name must not hide a special form
+        if (!isPair(cdr(x)) || !isList(cadr(x)) || !isPair(cddr(x)) || !cdddr(x).isNil()) return false;
+        for (Value p = cadr(x); isPair(p); p = cdr(p)) {
+          Value b = car(p);
+          if (!isPair(b) || !isIdentifier(car(b)) || specialOf(baseSymbol(car(b))) != Special::None) return false;
+          if (!isPair(cdr(b)) || !cddr(b).isNil() || !initRunsNoCode(cadr(b), scope, nest + 1)) return false;
+        }
+        return initRunsNoCode(caddr(x), scope, nest + 1);
+      }
+      default: return false;
+    }
+  }
+
+  bool namesHideSpecialForms(const ValueVec& names) {
+    for (Value n : names)
+      if (specialOf(baseSymbol(n)) != Special::None) return true;
+    return false;
+  }
+
   Node* letNode(const std::vector<uint32_t>& slots, const NodeVec& inits, Node* bodyNode) {
     auto* n = node<LetNode>(Op::Let);
     n->count = uint32_t(slots.size());
@@ -688,11 +733,13 @@ struct Analyzer {
     Scope inner;
     inner.parent = scope;
     inner.lambda = scope->lambda;
+    bool checked = namesHideSpecialForms(names);
+    for (size_t i = 0; i < inits.size() && !checked; i++) checked = !initRunsNoCode(inits[i], scope);
     std::vector<uint32_t> slots;
     for (size_t i = 0; i < names.size(); i++) {
       uint32_t slot = newSlot(scope);
       slots.push_back(slot);
-      bind(&inner, names[i], slot, true);
+      bind(&inner, names[i], slot, checked);
     }
     NodeVec initNodes;
     for (size_t i = 0; i < names.size(); i++) initNodes.push_back(analyzeNamed(inits[i], &inner, names[i]));

@@ -303,6 +303,24 @@ __attribute__((always_inline)) inline bool fixnumArithmetic(InlineBuiltin op, Va
   }
 }
 
+// + - * < > <= >= = on two flonums, as the builtins compute them (a NaN compares false), without
+// the generic numeric dispatch: `(< n 2.)`, `(+ (fibfp (- n 1.)) (fibfp (- n 2.)))`, mbrot's loop.
+inline bool flonumArithmetic(InlineBuiltin op, Value x, Value y, Value* out) {
+  if (!x.is(Kind::Flonum) || !y.is(Kind::Flonum)) return false;
+  double a = flonumValue(x), b = flonumValue(y);
+  switch (op) {
+    case InlineBuiltin::Add: *out = makeFlonum(a + b); return true;
+    case InlineBuiltin::Sub: *out = makeFlonum(a - b); return true;
+    case InlineBuiltin::Mul: *out = makeFlonum(a * b); return true;
+    case InlineBuiltin::Lt: *out = Value::boolean(a < b); return true;
+    case InlineBuiltin::Gt: *out = Value::boolean(a > b); return true;
+    case InlineBuiltin::Le: *out = Value::boolean(a <= b); return true;
+    case InlineBuiltin::Ge: *out = Value::boolean(a >= b); return true;
+    case InlineBuiltin::NumEq: *out = Value::boolean(a == b); return true;
+    default: return false;
+  }
+}
+
 // The builtins with an InlineBuiltin (Primitive::small) on the arguments they take most often;
 // false means "call the builtin": other types or counts, errors, bignum results. A value that
 // escapes into a pair or vector is marked shared (shareValue), as reading a variable would.
@@ -338,6 +356,10 @@ __attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op,
         if (!x.is(Kind::Vector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
         *out = x.as<Vector>()->items[y.fixnum()];
         return true;
+      case InlineBuiltin::BytevectorU8Ref:
+        if (!x.is(Kind::Bytevector) || !y.isFixnum() || uint64_t(y.fixnum()) >= x.obj()->extra) return false;
+        *out = Value::fixnum(x.as<Bytevector>()->bytes[y.fixnum()]);
+        return true;
       default: return false;
     }
   }
@@ -364,6 +386,10 @@ __attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op,
         if (!x.is(Kind::Vector)) return false;
         *out = Value::fixnum(x.obj()->extra);
         return true;
+      case InlineBuiltin::BytevectorLength:
+        if (!x.is(Kind::Bytevector)) return false;
+        *out = Value::fixnum(x.obj()->extra);
+        return true;
       case InlineBuiltin::NullP: *out = Value::boolean(x.isNil()); return true;
       case InlineBuiltin::PairP: *out = Value::boolean(x.is(Kind::Pair)); return true;
       case InlineBuiltin::Not: *out = Value::boolean(x.isFalse()); return true;
@@ -381,6 +407,15 @@ __attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op,
     *out = Value::unspecified();
     return true;
   }
+  if (argc == 3 && op == InlineBuiltin::BytevectorU8Set) {
+    Value x = argv[0], k = argv[1], b = argv[2];
+    if (!x.is(Kind::Bytevector) || !k.isFixnum() || uint64_t(k.fixnum()) >= x.obj()->extra || !b.isFixnum() ||
+        uint64_t(b.fixnum()) > 255)
+      return false;
+    x.as<Bytevector>()->bytes[k.fixnum()] = uint8_t(b.fixnum());
+    *out = Value::unspecified();
+    return true;
+  }
   return false;
 }
 
@@ -392,6 +427,12 @@ __attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, 
 // in its own call record (PrimitiveFrame) and polling for interrupts as every builtin call does.
 __attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc) {
   auto* p = fn.as<Primitive>();
+  Value r;
+  if (argc == 2 && p->small <= uint16_t(InlineBuiltin::NumEq) &&
+      flonumArithmetic(InlineBuiltin(p->small), argv[0], argv[1], &r)) {
+    in.poll();
+    return r;
+  }
   PrimitiveFrame frame(in, app, fn);
   in.poll();
   return p->fn(in, argv, int(argc), p->info);
@@ -506,14 +547,15 @@ template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Fra
 constexpr bool isUnaryShape(int op) {
   return op == int(InlineBuiltin::Car) || op == int(InlineBuiltin::Cdr) || op == int(InlineBuiltin::Cadr) ||
          op == int(InlineBuiltin::Cddr) || op == int(InlineBuiltin::NullP) || op == int(InlineBuiltin::PairP) ||
-         op == int(InlineBuiltin::Not) || op == int(InlineBuiltin::ZeroP) || op == int(InlineBuiltin::VectorLength);
+         op == int(InlineBuiltin::Not) || op == int(InlineBuiltin::ZeroP) || op == int(InlineBuiltin::VectorLength) ||
+         op == int(InlineBuiltin::BytevectorLength);
 }
 constexpr bool isBinaryShape(int op) {
   return op == int(InlineBuiltin::Quotient) || op == int(InlineBuiltin::Remainder) ||
          op == int(InlineBuiltin::Modulo) || op == int(InlineBuiltin::Eq) || op == int(InlineBuiltin::Cons) ||
-         op == int(InlineBuiltin::VectorRef);
+         op == int(InlineBuiltin::VectorRef) || op == int(InlineBuiltin::BytevectorU8Ref);
 }
-constexpr int kInlineBuiltins = int(InlineBuiltin::VectorLength) + 1;
+constexpr int kInlineBuiltins = int(InlineBuiltin::BytevectorLength) + 1;
 
 template <int Op, int A> constexpr AppShapeFn unaryShape() {
   if constexpr (isUnaryShape(Op)) return shapedUnary<Op, A>;
@@ -933,6 +975,48 @@ void Interp::safePoint() {
 
 void Interp::checkInterrupt() { safePoint(); }
 
+namespace {
+// The continuation of the call/cc whose receiver's body runs in the eval activation at `depth`
+// (callWithEscape): calling it in a tail position of that activation's loop returns its values
+// from the activation, which is the receiver's return, instead of unwinding C++ frames with an
+// exception. Set only while that activation runs (nested call/cc save and restore it); no
+// other activation at that depth can run meanwhile.
+struct EscapeTarget {
+  Interp* in;
+  int64_t depth;
+  uintptr_t continuation;
+};
+thread_local EscapeTarget escapeTarget{nullptr, -1, 0};
+
+__attribute__((noinline)) bool isEscapeTarget(Interp& in, Value k) {
+  const EscapeTarget& t = escapeTarget;
+  return t.continuation == k.bits && t.depth == in.depth && t.in == &in && k.as<Continuation>()->valid;
+}
+}  // namespace
+
+Value callWithEscape(Interp& in, Value proc, Value k) {
+  if (!proc.is(Kind::Closure)) return in.apply(proc, &k, 1);
+  LambdaNode* l = proc.as<Closure>()->code;
+  alignas(16) char store[kFrameStoreBytes];
+  Frame* f;
+  if (l->heapFrame || l->frameSize > kInlineSlots) {
+    f = heapFrame(l->frameSize, proc.as<Closure>()->env);
+  } else {
+    f = reinterpret_cast<Frame*>(store);
+    f->kind = Kind::Frame;
+    f->extra = l->frameSize;
+    f->parent = proc.as<Closure>()->env;
+  }
+  bindClosureArgs(in, proc, f, &k, 1);   // (a default expression that calls K unwinds as before)
+  if (--in.stepsLeft <= 0) in.safePoint();
+  struct Restore {
+    EscapeTarget saved;
+    ~Restore() { escapeTarget = saved; }
+  } restore{escapeTarget};
+  escapeTarget = EscapeTarget{&in, in.depth + 1, k.bits};
+  return in.eval(l->body, f);
+}
+
 Value Interp::eval(Node* node, Frame* env) {
   if (++depth > limits.maxDepth || reinterpret_cast<char*>(__builtin_frame_address(0)) < stackLimit)
     recursionTooDeep(*this);
@@ -1121,7 +1205,10 @@ Value Interp::eval(Node* node, Frame* env) {
         }
         recordClosureCall(rec, app, fn);
         if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
-        if (!fn.is(Kind::Closure)) return apply(shareValue(fn), argv, int(argc));
+        if (!fn.is(Kind::Closure)) {
+          if (fn.is(Kind::Continuation) && isEscapeTarget(*this, fn)) return makeValues(argv, size_t(argc));
+          return apply(shareValue(fn), argv, int(argc));
+        }
         LambdaNode* l = fn.as<Closure>()->code;
         uint32_t noOwned = 0;
         Frame* f = frameForCall(fn, frameStore, frameStoreLive, argv, argc, noOwned);

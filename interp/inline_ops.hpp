@@ -19,6 +19,7 @@ enum class InlineBuiltin : uint16_t {
   ZeroP,                                                        // a fixnum
   Car, Cdr, Cadr, Cddr, NullP, PairP, Not, Eq, Cons,            // any values / pairs
   VectorRef, VectorSet, VectorLength,                           // a vector (and a fixnum index in range)
+  BytevectorU8Ref, BytevectorU8Set, BytevectorLength,          // a bytevector (index in range, a byte)
 };
 static_assert(uint16_t(InlineBuiltin::Add) == uint16_t(InlineOp::Add) &&
               uint16_t(InlineBuiltin::NumEq) == uint16_t(InlineOp::NumEq));

@@ -89,6 +89,11 @@ struct AppNode : Node {
 // The shape for a call (eval.cpp), or nullptr; sets *expected.
 AppShapeFn appShapeFor(AppNode* app, Value* expected);
 
+// call/cc's call of PROC with its escape continuation K (eval.cpp): K called in a tail
+// position of PROC's body returns from here without a C++ exception; anywhere else it throws
+// ContinuationInvoked as before.
+Value callWithEscape(Interp& in, Value proc, Value k);
+
 // Analysis entry points (analyzer.cpp).
 Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize);
 

@@ -186,7 +186,7 @@ void registerControl(Registry& r) {
     Value kv(k);
     Value savedHandlers = in.st->handlers;
     try {
-      Value result = in.apply(proc.value, &kv, 1);
+      Value result = callWithEscape(in, proc.value, kv);
       k->valid = false;
       return result;
     } catch (ContinuationInvoked& c) {

@@ -294,6 +294,9 @@ void registerVectors(Registry& r) {
            "Byte K (counting from 0) of BYTEVECTOR, as an exact integer.", kPrimBorrowsArgs);
   r.defRaw("bytevector-u8-set!", "(bytevector k byte)", primBytevectorSet,
            "Stores BYTE (0-255) as byte K of BYTEVECTOR.", kPrimBorrowsArgs);
+  inlineInEvaluator(r.interp(), "bytevector-length", InlineBuiltin::BytevectorLength);
+  inlineInEvaluator(r.interp(), "bytevector-u8-ref", InlineBuiltin::BytevectorU8Ref);
+  inlineInEvaluator(r.interp(), "bytevector-u8-set!", InlineBuiltin::BytevectorU8Set);
   r.def("bytevector-copy", "(bytevector :optional start end)",
         [](Value bv, Value start, Value end) {
           Bytevector* b = bytevectorArg("bytevector-copy", 0, bv);
