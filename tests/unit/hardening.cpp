@@ -11,6 +11,9 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <atomic>
+#include <memory>
+#include <vector>
 
 namespace {
 
@@ -253,4 +256,44 @@ TEST_CASE("hardening: results gathered outside the collected heap are refused be
   CHECK(interp.eval("(string-length (string-append s s))").to<int64_t>() == 20000000);
   CHECK(interp.eval("(string-pad-right \"ab\" 4 #\\λ)").str() == "abλλ");
   CHECK(interp.eval("(format #f \"~5,'0d|~6a|~4,'λd\" 42 \"héllo\" 7)").str() == "00042|héllo |λλλ7");
+}
+
+TEST_CASE("hardening: collectable symbols keep one identity across threads while they live") {
+  // One interpreter keeps 200 symbols alive; four threads, each with its own interpreter,
+  // make and drop the same names and thousands of fresh ones, with collections in between
+  // (the collector clears dead symbols' links while other threads intern). Every thread must
+  // keep finding the kept objects, never a second symbol of the same name.
+  purple::Interpreter keeper;
+  keeper.eval("(define kept (list->vector (map (lambda (i) (string->symbol (string-append \"shared-\" "
+              "(number->string i)))) (iota 200))))");
+  purple::Value kept = keeper.eval("kept");
+  constexpr int kThreads = 4;
+  std::vector<std::unique_ptr<purple::Interpreter>> interps;
+  for (int t = 0; t < kThreads; t++) {
+    interps.push_back(std::make_unique<purple::Interpreter>());
+    interps.back()->set("kept", kept);
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      purple::Interpreter& in = *interps[t];
+      try {
+        in.eval("(define (shared i) (string->symbol (string-append \"shared-\" (number->string i))))");
+        for (int round = 0; round < 8; round++) {
+          in.eval("(let loop ((i 0)) (when (< i 5000) (string->symbol (string-append \"fresh-" +
+                  std::to_string(t) + "-\" (number->string i))) (shared (modulo i 400)) (loop (+ i 1))))");
+          if (round % 2 == 0) in.eval("(gc)");
+          bool same = in.eval("(let loop ((i 0)) (or (= i 200) (and (eq? (vector-ref kept i) (shared i)) "
+                              "(loop (+ i 1)))))").isTrue();
+          if (!same) failures++;
+        }
+      } catch (const purple::Error& e) {
+        failures++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+  CHECK(keeper.eval("(eq? (vector-ref kept 7) (string->symbol \"shared-7\"))").isTrue());
 }
