@@ -86,6 +86,20 @@ inline Frame* heapFrame(uint32_t size, Frame* parent) {
   return f;
 }
 
+// The frame for a call of closure PROC made outside an eval activation (apply, call/cc's
+// receiver): in STORE, the caller's stack space of kFrameStoreBytes, unless the lambda's frame
+// may be captured or is too big.
+inline Frame* frameForOutsideCall(Value proc, char* store) {
+  LambdaNode* l = proc.as<Closure>()->code;
+  Frame* parent = proc.as<Closure>()->env;
+  if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, parent);
+  auto* f = reinterpret_cast<Frame*>(store);
+  f->kind = Kind::Frame;
+  f->extra = l->frameSize;
+  f->parent = parent;
+  return f;
+}
+
 inline Frame* frameAt(Frame* env, uint32_t depth) {
   while (depth--) env = env->parent;
   return env;
@@ -1040,15 +1054,7 @@ Value callWithEscape(Interp& in, Value proc, Value k) {
   if (!proc.is(Kind::Closure)) return in.apply(proc, &k, 1);
   LambdaNode* l = proc.as<Closure>()->code;
   alignas(16) char store[kFrameStoreBytes];
-  Frame* f;
-  if (l->heapFrame || l->frameSize > kInlineSlots) {
-    f = heapFrame(l->frameSize, proc.as<Closure>()->env);
-  } else {
-    f = reinterpret_cast<Frame*>(store);
-    f->kind = Kind::Frame;
-    f->extra = l->frameSize;
-    f->parent = proc.as<Closure>()->env;
-  }
+  Frame* f = frameForOutsideCall(proc, store);
   bindClosureArgs(in, proc, f, &k, 1);   // (a default expression that calls K unwinds as before)
   if (--in.stepsLeft <= 0) in.safePoint();
   struct Restore {
@@ -1284,16 +1290,8 @@ Value Interp::apply(Value fn, const Value* argv, int argc) {
       return apply(selectCaseLambda(fn, argc), argv, argc);
     case Kind::Closure: {
       LambdaNode* l = fn.as<Closure>()->code;
-      alignas(16) char store[sizeof(Frame) + kInlineSlots * sizeof(Value)];
-      Frame* f;
-      if (l->heapFrame || l->frameSize > kInlineSlots) {
-        f = heapFrame(l->frameSize, fn.as<Closure>()->env);
-      } else {
-        f = reinterpret_cast<Frame*>(store);
-        f->kind = Kind::Frame;
-        f->extra = l->frameSize;
-        f->parent = fn.as<Closure>()->env;
-      }
+      alignas(16) char store[kFrameStoreBytes];
+      Frame* f = frameForOutsideCall(fn, store);
       bindClosureArgs(*this, fn, f, argv, argc);
       if (--stepsLeft <= 0) safePoint();
       // A body such as `(+ x k)` needs no eval activation of its own.
