@@ -180,6 +180,10 @@ void powInterruptible(mpz_t z, unsigned long k, const char* who) {
   }
 }
 
+// R7RS exponent markers. Not strchr on a literal alone: it finds a NUL character too (the
+// terminator), which made "1\0002" read as 100.0 (a fuzz finding).
+bool isExponentMarker(char c) { return c != '\0' && std::strchr("eEsSfFdDlL", c) != nullptr; }
+
 // Digits of a non-negative z in `radix`, at least `width` of them (zero-padded). Large numbers
 // are split at a power of the radix, halves first, with a poll at each split: mpz_get_str on
 // a 20-million-digit number is one call of many seconds.
@@ -783,7 +787,7 @@ static std::optional<Value> parseComplex(std::string_view t, int radix, char exa
   // split at the last sign that is not the first character and not an exponent's sign
   size_t split = std::string_view::npos;
   for (size_t i = body.size(); i-- > 1;) {
-    if ((body[i] == '+' || body[i] == '-') && !std::strchr("eEsSfFdDlL", body[i - 1])) {
+    if ((body[i] == '+' || body[i] == '-') && !isExponentMarker(body[i - 1])) {
       split = i;
       break;
     }
@@ -857,7 +861,7 @@ static std::optional<Value> parseReal(std::string_view text, int radix, char exa
       while (i < body.size() && std::isdigit((unsigned char)body[i])) i++, digits++;
     }
     if (digits == 0) return std::nullopt;
-    if (i < body.size() && std::strchr("eEsSfFdDlL", body[i])) {
+    if (i < body.size() && isExponentMarker(body[i])) {
       i++;
       if (i < body.size() && (body[i] == '+' || body[i] == '-')) i++;
       size_t ed = 0;
@@ -867,7 +871,7 @@ static std::optional<Value> parseReal(std::string_view text, int radix, char exa
     if (i != body.size()) return std::nullopt;
     std::string s(body);
     for (auto& ch : s)   // R7RS's other exponent markers (s f d l) mean e for doubles
-      if (std::strchr("sSfFdDlL", ch)) ch = 'e';
+      if (ch != 'e' && ch != 'E' && isExponentMarker(ch)) ch = 'e';
     if (exactness == 'e') {
       // exact decimal: mantissa digits over a power of ten
       size_t e = s.find_first_of("eE");

@@ -172,6 +172,16 @@ TEST_CASE("hardening: tensor->list is refused up front past the heap limit") {
   CHECK(e.kind() == "memory-error");
 }
 
+TEST_CASE("hardening: a NUL character in a numeral is not an exponent marker") {
+  // strchr("eEsSfFdDlL", c) matched the terminator: "1<NUL>2" read as 100.0, and each
+  // "#e0<NUL>999990" in a fuzz input computed 10^999990 (a 4 KB input took 1.2 s to read)
+  purple::Interpreter interp;
+  CHECK_FALSE(interp.eval("(string->number (string #\\1 (integer->char 0) #\\2))").isTrue());
+  CHECK_FALSE(interp.eval("(string->number (string #\\1 (integer->char 0) #\\+ #\\2 #\\i))").isTrue());
+  CHECK(interp.eval("(list (string->number \"1s2\") (string->number \"1d-2\") (string->number \"#e1.5e3\"))").repr() ==
+        "(100.0 0.01 1500)");
+}
+
 TEST_CASE("hardening: printing shared structure that unfolds without bound stops at the time budget") {
   purple::Options o;
   o.limits.maxSeconds = 0.3;
