@@ -79,7 +79,9 @@ int compareIntegerWithIntegralDouble(Value e, double d) {
   return c;
 }
 
-// Ratnum compared with a finite double, exactly (every finite double is a dyadic rational).
+// Ratnum compared with a finite double, exactly (every finite double is a dyadic rational). A
+// ratnum is canonical (only fromQ in numbers.cpp makes them), so no gcd is needed here: on
+// numbers near the size limit one takes seconds.
 bool ratnumEqualsDouble(Value r, double d) {
   mpq_t q, x;
   mpq_init(q);
@@ -89,7 +91,6 @@ bool ratnumEqualsDouble(Value r, double d) {
     mpz_set(mpq_numref(q), n.z);
     mpz_set(mpq_denref(q), dn.z);
   }
-  mpq_canonicalize(q);   // cheap; guards against a ratnum built unnormalised
   mpq_set_d(x, d);
   bool eq = mpq_equal(q, x) != 0;
   mpq_clear(q);

@@ -3,6 +3,7 @@
 // stored inside GC objects, so GMP's own allocator is never replaced (a host may use GMP too).
 #include "interp/numbers.hpp"
 #include "interp/error.hpp"
+#include "interp/gmp_worker.hpp"
 #include "interp/interp.hpp"
 #include "interp/printer.hpp"
 #include "interp/tensor_hooks.hpp"
@@ -20,8 +21,8 @@ namespace {
 
 // Exact integers stop at 2^26 bits (8 MB, about 20 million decimal digits). GMP aborts the
 // process when a number outgrows its own limit, and one GMP operation cannot be interrupted:
-// at this size the largest multiplication takes about a second, so an interrupt or a time
-// budget is honoured within that. Operations that can make an integer much larger (*, expt,
+// at this size a gcd takes about 20 s, so operations on big operands run on a worker thread
+// while this one polls (interp/gmp_worker.hpp). Operations that can make an integer much larger (*, expt,
 // arithmetic-shift, rational arithmetic, reading a numeral) check the size before computing;
 // powers and conversions to and from text proceed in steps that poll for interrupts.
 constexpr uint64_t kMaxIntegerBits = uint64_t(1) << 26;
@@ -102,8 +103,9 @@ void setQ(mpq_t q, Value v) {
   }
 }
 
+// q must be canonical, as everything GMP's rational arithmetic returns is: canonicalizing again
+// would compute one more gcd, the most expensive GMP operation.
 Value fromQ(mpq_t q) {
-  mpq_canonicalize(q);
   if (mpz_cmp_ui(mpq_denref(q), 1) == 0) return fromZ(mpq_numref(q));
   auto* r = allocObject<Ratnum>(Kind::Ratnum);
   r->num = fromZ(mpq_numref(q));
@@ -174,8 +176,11 @@ void powInterruptible(mpz_t z, unsigned long k, const char* who) {
   mpz_set(base.z, z);
   mpz_set_ui(z, 1);
   for (int bit = 63 - __builtin_clzl(k); bit >= 0; bit--) {
-    mpz_mul(z, z, z);
-    if ((k >> bit) & 1) mpz_mul(z, z, base.z);
+    bool timesBase = (k >> bit) & 1;
+    computeGmp(2 * mpz_sizeinbase(z, 2), kGmpWorkerBitsMultiply, {z, base.z}, {}, [timesBase](mpz_ptr* zs, mpq_ptr*) {
+      mpz_mul(zs[0], zs[0], zs[0]);
+      if (timesBase) mpz_mul(zs[0], zs[0], zs[1]);
+    });
     pollCurrentInterp();
   }
 }
@@ -199,9 +204,16 @@ void appendDigits(std::string& out, const mpz_t z, int radix, size_t width) {
   }
   pollCurrentInterp();
   size_t low = digits / 2;
-  Z scale, high, rest;
-  mpz_ui_pow_ui(scale.z, (unsigned long)radix, low);
-  mpz_tdiv_qr(high.z, rest.z, z, scale.z);
+  Z whole, high, rest;
+  mpz_set(whole.z, z);
+  computeGmp(mpz_sizeinbase(z, 2), kGmpWorkerBitsMultiply, {whole.z, high.z, rest.z}, {},
+             [radix, low](mpz_ptr* zs, mpq_ptr*) {
+               mpz_t scale;
+               mpz_init(scale);
+               mpz_ui_pow_ui(scale, (unsigned long)radix, low);
+               mpz_tdiv_qr(zs[1], zs[2], zs[0], scale);
+               mpz_clear(scale);
+             });
   appendDigits(out, high.z, radix, width > low ? width - low : 0);
   appendDigits(out, rest.z, radix, low);
 }
@@ -227,11 +239,17 @@ void parseDigits(mpz_t z, std::string_view digits, int radix) {
   }
   pollCurrentInterp();
   size_t low = digits.size() / 2;
-  Z high, scale;
+  Z high;
   parseDigits(high.z, digits.substr(0, digits.size() - low), radix);
   parseDigits(z, digits.substr(digits.size() - low), radix);
-  mpz_ui_pow_ui(scale.z, (unsigned long)radix, low);
-  mpz_addmul(z, high.z, scale.z);
+  computeGmp(uint64_t(double(digits.size()) * std::log2(double(radix))), kGmpWorkerBitsMultiply, {z, high.z}, {},
+             [radix, low](mpz_ptr* zs, mpq_ptr*) {
+               mpz_t scale;
+               mpz_init(scale);
+               mpz_ui_pow_ui(scale, (unsigned long)radix, low);
+               mpz_addmul(zs[0], zs[1], scale);
+               mpz_clear(scale);
+             });
 }
 
 }  // namespace
@@ -301,11 +319,12 @@ Value numAdd(Value a, Value b) {
   switch (joinRep(repOf(a, "+", 1), repOf(b, "+", 2))) {
     case Rep::Flo: return makeFlonum(toDouble(a) + toDouble(b));
     case Rep::Rat: {
-      checkBits(exactBits(a) + exactBits(b), "+");
+      uint64_t bits = exactBits(a) + exactBits(b);
+      checkBits(bits, "+");
       Q x, y;
       setQ(x.q, a);
       setQ(y.q, b);
-      mpq_add(x.q, x.q, y.q);
+      computeGmp(bits, kGmpWorkerBitsGcd, {}, {x.q, y.q}, [](mpz_ptr*, mpq_ptr* q) { mpq_add(q[0], q[0], q[1]); });
       return fromQ(x.q);
     }
     default: {
@@ -325,11 +344,12 @@ Value numSub(Value a, Value b) {
   switch (joinRep(repOf(a, "-", 1), repOf(b, "-", 2))) {
     case Rep::Flo: return makeFlonum(toDouble(a) - toDouble(b));
     case Rep::Rat: {
-      checkBits(exactBits(a) + exactBits(b), "-");
+      uint64_t bits = exactBits(a) + exactBits(b);
+      checkBits(bits, "-");
       Q x, y;
       setQ(x.q, a);
       setQ(y.q, b);
-      mpq_sub(x.q, x.q, y.q);
+      computeGmp(bits, kGmpWorkerBitsGcd, {}, {x.q, y.q}, [](mpz_ptr*, mpq_ptr* q) { mpq_sub(q[0], q[0], q[1]); });
       return fromQ(x.q);
     }
     default: {
@@ -350,21 +370,22 @@ Value numMul(Value a, Value b) {
   TENSOR_DISPATCH(TensorBinary::Mul, a, b)
   if (isCompnum(a) || isCompnum(b)) return complexBinary(ComplexOp::Mul, a, b);
   Rep rep = joinRep(repOf(a, "*", 1), repOf(b, "*", 2));
-  if (rep != Rep::Flo) checkBits(exactBits(a) + exactBits(b), "*");
+  uint64_t bits = rep == Rep::Flo ? 0 : exactBits(a) + exactBits(b);
+  checkBits(bits, "*");
   switch (rep) {
     case Rep::Flo: return makeFlonum(toDouble(a) * toDouble(b));
     case Rep::Rat: {
       Q x, y;
       setQ(x.q, a);
       setQ(y.q, b);
-      mpq_mul(x.q, x.q, y.q);
+      computeGmp(bits, kGmpWorkerBitsGcd, {}, {x.q, y.q}, [](mpz_ptr*, mpq_ptr* q) { mpq_mul(q[0], q[0], q[1]); });
       return fromQ(x.q);
     }
     default: {
       Z x, y;
       setZ(x.z, a);
       setZ(y.z, b);
-      mpz_mul(x.z, x.z, y.z);
+      computeGmp(bits, kGmpWorkerBitsMultiply, {x.z, y.z}, {}, [](mpz_ptr* z, mpq_ptr*) { mpz_mul(z[0], z[0], z[1]); });
       return fromZ(x.z);
     }
   }
@@ -377,11 +398,12 @@ Value numDiv(Value a, Value b) {
   if (r == Rep::Flo) return makeFlonum(toDouble(a) / toDouble(b));
   if (numIsZero(b)) throwError("error", "/: division by zero", listFromArray(&a, 1));
   if (a.isFixnum() && b.isFixnum() && a.fixnum() % b.fixnum() == 0) return makeInteger(a.fixnum() / b.fixnum());
-  checkBits(exactBits(a) + exactBits(b), "/");
+  uint64_t bits = exactBits(a) + exactBits(b);
+  checkBits(bits, "/");
   Q x, y;
   setQ(x.q, a);
   setQ(y.q, b);
-  mpq_div(x.q, x.q, y.q);
+  computeGmp(bits, kGmpWorkerBitsGcd, {}, {x.q, y.q}, [](mpz_ptr*, mpq_ptr* q) { mpq_div(q[0], q[0], q[1]); });
   return fromQ(x.q);
 }
 
@@ -425,7 +447,9 @@ int numCompare(Value a, Value b, const char* who) {
   Q x, y;
   if (ra == Rep::Flo) mpq_set_d(x.q, flonumValue(a)); else setQ(x.q, a);
   if (rb == Rep::Flo) mpq_set_d(y.q, flonumValue(b)); else setQ(y.q, b);
-  int c = mpq_cmp(x.q, y.q);
+  int c = 0;
+  computeGmp(exactBits(a) + exactBits(b), kGmpWorkerBitsMultiply, {}, {x.q, y.q},
+             [&c](mpz_ptr*, mpq_ptr* q) { c = mpq_cmp(q[0], q[1]); });
   return (c > 0) - (c < 0);
 }
 
@@ -494,9 +518,12 @@ static Value intDivide(Value a, Value b, const char* who, int kind) {
   Z x, y, r;
   setZ(x.z, a);
   setZ(y.z, b);
-  if (kind == 0) mpz_tdiv_q(r.z, x.z, y.z);
-  else if (kind == 1) mpz_tdiv_r(r.z, x.z, y.z);
-  else mpz_fdiv_r(r.z, x.z, y.z);
+  computeGmp(std::max(integerBits(a), integerBits(b)), kGmpWorkerBitsMultiply, {x.z, y.z, r.z}, {},
+             [kind](mpz_ptr* z, mpq_ptr*) {
+               if (kind == 0) mpz_tdiv_q(z[2], z[0], z[1]);
+               else if (kind == 1) mpz_tdiv_r(z[2], z[0], z[1]);
+               else mpz_fdiv_r(z[2], z[0], z[1]);
+             });
   return fromZ(r.z);
 }
 
@@ -519,7 +546,8 @@ Value numGcd(Value a, Value b) {
   Z x, y;
   setZ(x.z, a);
   setZ(y.z, b);
-  mpz_gcd(x.z, x.z, y.z);
+  computeGmp(std::max(integerBits(a), integerBits(b)), kGmpWorkerBitsGcd, {x.z, y.z}, {},
+             [](mpz_ptr* z, mpq_ptr*) { mpz_gcd(z[0], z[0], z[1]); });
   return fromZ(x.z);
 }
 
@@ -568,7 +596,8 @@ Value numExactIntegerSqrt(Value a, Value* remainder) {
   if (!isExactInteger(a) || numSign(a) < 0) throwTypeError("exact-integer-sqrt", 1, "a non-negative exact integer", a);
   Z x, s, r;
   setZ(x.z, a);
-  mpz_sqrtrem(s.z, r.z, x.z);
+  computeGmp(integerBits(a), kGmpWorkerBitsMultiply, {s.z, r.z, x.z}, {},
+             [](mpz_ptr* z, mpq_ptr*) { mpz_sqrtrem(z[0], z[1], z[2]); });
   if (remainder) *remainder = fromZ(r.z);
   return fromZ(s.z);
 }
@@ -605,18 +634,25 @@ static Value roundRational(Value a, int mode) {   // 0 floor, 1 ceiling, 2 trunc
   Q q;
   setQ(q.q, a);
   Z r;
-  if (mode == 0) mpz_fdiv_q(r.z, mpq_numref(q.q), mpq_denref(q.q));
-  else if (mode == 1) mpz_cdiv_q(r.z, mpq_numref(q.q), mpq_denref(q.q));
-  else if (mode == 2) mpz_tdiv_q(r.z, mpq_numref(q.q), mpq_denref(q.q));
-  else {
-    // round half to even: floor(x + 1/2), then fix exact halves to the even neighbour
-    Z twice, den2;
-    mpz_mul_2exp(twice.z, mpq_numref(q.q), 1);
-    mpz_add(twice.z, twice.z, mpq_denref(q.q));
-    mpz_mul_2exp(den2.z, mpq_denref(q.q), 1);
-    mpz_fdiv_q(r.z, twice.z, den2.z);
-    if (mpz_cmp_ui(mpq_denref(q.q), 2) == 0 && mpz_odd_p(r.z)) mpz_sub_ui(r.z, r.z, 1);
-  }
+  computeGmp(exactBits(a), kGmpWorkerBitsMultiply, {r.z}, {q.q}, [mode](mpz_ptr* z, mpq_ptr* qs) {
+    mpz_ptr num = mpq_numref(qs[0]), den = mpq_denref(qs[0]);
+    if (mode == 0) mpz_fdiv_q(z[0], num, den);
+    else if (mode == 1) mpz_cdiv_q(z[0], num, den);
+    else if (mode == 2) mpz_tdiv_q(z[0], num, den);
+    else {
+      // round half to even: floor(x + 1/2), then fix exact halves to the even neighbour
+      mpz_t twice, den2;
+      mpz_init(twice);
+      mpz_init(den2);
+      mpz_mul_2exp(twice, num, 1);
+      mpz_add(twice, twice, den);
+      mpz_mul_2exp(den2, den, 1);
+      mpz_fdiv_q(z[0], twice, den2);
+      if (mpz_cmp_ui(den, 2) == 0 && mpz_odd_p(z[0])) mpz_sub_ui(z[0], z[0], 1);
+      mpz_clear(twice);
+      mpz_clear(den2);
+    }
+  });
   return fromZ(r.z);
 }
 

@@ -164,6 +164,36 @@ TEST_CASE("hardening: builtins whose work grows with their input honour the budg
   CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
 }
 
+TEST_CASE("hardening: one big GMP operation stops at the time budget, and big results stay right") {
+  // GMP computes a gcd of two 40-Mbit integers in one call of 5 to 12 s here, and every rational
+  // operation computes gcds: before big operations ran on a worker thread, that call ran to its
+  // end past any budget. The numbers are made inside the budget (about 0.3 s).
+  purple::Options o;
+  o.limits.maxSeconds = 2;
+  purple::Interpreter interp(o);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(errorOf(interp, "(gcd (- (expt 3 25000000) 1) (- (expt 5 17000000) 3))").kind() == "time-limit");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds < 3.5);   // the budget and unwinding; the gcd alone takes longer
+  CHECK(interp.eval("(+ 1 2)").to<int64_t>() == 3);
+
+  // Results computed on a worker (operands past 2^17 bits for gcds and rationals, 2^21 for the rest).
+  purple::Interpreter unlimited;
+  CHECK(unlimited.eval("(gcd (* (expt 3 100000) 3125) (* (expt 7 90000) 3125))").to<int64_t>() == 3125);
+  CHECK(unlimited.eval("(= (/ (expt 3 100000) (expt 6 100000)) (/ 1 (expt 2 100000)))").to<bool>());
+  CHECK(unlimited.eval("(= (+ (/ 1 (expt 3 100000)) (/ 2 (expt 3 100000))) (/ 1 (expt 3 99999)))").to<bool>());
+  CHECK(unlimited.eval("(= (* (expt 3 1500000) (expt 3 1500000)) (expt 3 3000000))").to<bool>());
+  CHECK(unlimited.eval("(call-with-values (lambda () (exact-integer-sqrt (+ (expt 3 3000000) 7)))"
+                       "  (lambda (s r) (and (= s (expt 3 1500000)) (= r 7))))").to<bool>());
+  CHECK(unlimited.eval("(= (quotient (expt 3 3000000) (expt 3 1000000)) (expt 3 2000000))").to<bool>());
+  CHECK(unlimited.eval("(< (/ (expt 3 2000000) (expt 2 3000000)) (/ (expt 3 2000001) (expt 2 3000000)))").to<bool>());
+  CHECK(unlimited.eval("(= (floor (/ (+ (expt 2 3000000) 1) (expt 2 3000000))) 1)").to<bool>());
+  CHECK(unlimited.eval("(= (round (+ (expt 3 1500000) 1/2)) (+ (expt 3 1500000) 1))").to<bool>());   // half to even
+  CHECK(unlimited.eval("(string-length (number->string (expt 10 1000000)))").to<int64_t>() == 1000001);
+  CHECK(unlimited.eval("(= (string->number (string-append \"1\" (make-string 1000000 #\\0))) (expt 10 1000000))")
+            .to<bool>());
+}
+
 TEST_CASE("hardening: tensor->list is refused up front past the heap limit") {
   purple::setHeapLimit(std::size_t(1) << 30);
   purple::Interpreter interp;

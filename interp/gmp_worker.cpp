@@ -1,0 +1,130 @@
+// Big GMP operations on a worker thread, so that polling goes on while they run (why: see the header).
+#include "interp/gmp_worker.hpp"
+#include "interp/interp.hpp"
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+namespace purple {
+
+namespace {
+
+// Everything a worker reads or writes. Shared by the waiting thread and the worker, so whichever
+// lets go last frees the numbers.
+struct GmpJob {
+  mpz_t z[4];
+  mpq_t q[2];
+  size_t zCount = 0, qCount = 0;
+  GmpCompute compute;
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+
+  GmpJob() {
+    for (auto& x : z) mpz_init(x);
+    for (auto& x : q) mpq_init(x);
+  }
+  ~GmpJob() {
+    for (auto& x : z) mpz_clear(x);
+    for (auto& x : q) mpq_clear(x);
+  }
+  GmpJob(const GmpJob&) = delete;
+};
+
+// The number of workers running, abandoned ones included, bounded by the core count.
+class WorkerSlots {
+ public:
+  // Waits for a free slot, polling the interpreter on this thread (which may raise).
+  void acquire() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (busy_ >= limit()) {
+      freed_.wait_for(lock, std::chrono::milliseconds(2));
+      lock.unlock();
+      pollCurrentInterp();
+      lock.lock();
+    }
+    busy_++;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_--;
+    }
+    freed_.notify_one();
+  }
+
+ private:
+  static unsigned limit() {
+    static const unsigned n = std::max(2u, std::thread::hardware_concurrency());
+    return n;
+  }
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  unsigned busy_ = 0;
+};
+
+// Never destroyed: a worker abandoned near the end of the process may still release its slot.
+WorkerSlots& slots() {
+  static auto* s = new WorkerSlots;
+  return *s;
+}
+
+void runJob(GmpJob& job) {
+  mpz_ptr z[4];
+  mpq_ptr q[2];
+  for (size_t i = 0; i < 4; i++) z[i] = job.z[i];
+  for (size_t i = 0; i < 2; i++) q[i] = job.q[i];
+  job.compute(z, q);
+}
+
+}  // namespace
+
+void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_ptr> q, const GmpCompute& compute) {
+  auto job = std::make_shared<GmpJob>();
+  job->compute = compute;
+  // Moving the operands in is a swap of GMP's headers: no copy. On a raise before the worker
+  // starts, the job frees them and the caller's own variables hold empty numbers.
+  for (mpz_ptr p : z) mpz_swap(job->z[job->zCount++], p);
+  for (mpq_ptr p : q) mpq_swap(job->q[job->qCount++], p);
+  auto moveBack = [&] {
+    size_t i = 0;
+    for (mpz_ptr p : z) mpz_swap(job->z[i++], p);
+    i = 0;
+    for (mpq_ptr p : q) mpq_swap(job->q[i++], p);
+  };
+
+  slots().acquire();
+  try {
+    std::thread([job] {
+      runJob(*job);
+      {
+        std::lock_guard<std::mutex> lock(job->mutex);
+        job->done = true;
+      }
+      job->finished.notify_all();
+      slots().release();
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread to be had (a host's process limit): compute here, uninterruptibly, as before.
+    slots().release();
+    runJob(*job);
+    moveBack();
+    return;
+  }
+
+  std::unique_lock<std::mutex> lock(job->mutex);
+  while (!job->done) {
+    if (job->finished.wait_for(lock, std::chrono::milliseconds(2), [&] { return job->done; })) break;
+    lock.unlock();
+    pollCurrentInterp();   // a raise here abandons the job to the worker
+    lock.lock();
+  }
+  lock.unlock();
+  moveBack();
+}
+
+}  // namespace purple
