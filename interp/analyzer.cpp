@@ -612,6 +612,7 @@ struct Analyzer {
     n->body = body(bodyForms, &inner, whole);
     n->frameSize = info.frameSize;
     n->heapFrame = info.captured;
+    n->directArity = directArityOf(n);
     return n;
   }
 

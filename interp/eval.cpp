@@ -22,7 +22,7 @@ at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env
 
 namespace {
 
-constexpr uint32_t kInlineSlots = 8;
+constexpr uint32_t kInlineSlots = kFrameStoreSlots;
 constexpr size_t kFrameStoreBytes = sizeof(Frame) + kInlineSlots * sizeof(Value);
 
 struct DepthRestore {
@@ -1185,29 +1185,25 @@ Value Interp::eval(Node* node, Frame* env) {
         auto* app = static_cast<AppNode*>(node);
         // The callee: a global's value is read without marking it shared, as calling a
         // procedure cannot keep it (a non-procedure is marked before the error names it).
+        // (An unbound global is neither a closure nor a builtin: its error comes below, before
+        // any argument is evaluated.)
         Value fn;
         if (app->fn->op() == Op::Global) {
-          auto* cell = static_cast<GlobalNode*>(app->fn)->cell;
-          if (cell->value.isUnbound()) unboundVariable(cell);
-          fn = cell->value;
+          fn = static_cast<GlobalNode*>(app->fn)->cell->value;
           if ((app->flags & kAppShaped) && fn == app->expected) return app->shape(*this, app, env);
         } else {
           fn = evalSimple(*this, app->fn, env);
         }
-        if (fn.is(Kind::Primitive)) {
-          if (isInlineCall(app, fn))
-            return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
-          return callPrimitiveApp(*this, app, fn, env);
-        }
         uint32_t argc = app->argc;
         // The commonest call: a closure taking just its required parameters, in a frame this
-        // activation's frameStore can hold, no tensor builtin's result passed on. The first
-        // such call evaluates its arguments straight into the new frame: nothing else can see
-        // frameStore until the frame is complete. A tail call (a loop: frameStore holds the
-        // frame the arguments may read) computes them first, then rebinds the frame in place.
-        if (fn.is(Kind::Closure) && !app->tensorArgMask) {
+        // activation's frameStore can hold (LambdaNode::directArity), no tensor builtin's result
+        // passed on. The first such call evaluates its arguments straight into the new frame:
+        // nothing else can see frameStore until the frame is complete. A tail call (a loop:
+        // frameStore holds the frame the arguments may read) computes them first, then rebinds
+        // the frame in place.
+        if (fn.is(Kind::Closure)) {
           LambdaNode* l = fn.as<Closure>()->code;
-          if (argc == l->nRequired && l->frameSize <= kInlineSlots && !l->heapFrame && hasSimpleParams(l)) {
+          if (argc == l->directArity && !app->tensorArgMask) {
             auto* f = reinterpret_cast<Frame*>(frameStore);
             if (!frameStoreLive) {
               for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalSimple(*this, app->args[i], env);
@@ -1232,6 +1228,12 @@ Value Interp::eval(Node* node, Frame* env) {
             node = l->body;
             continue;
           }
+        } else if (fn.is(Kind::Primitive)) {
+          if (isInlineCall(app, fn))
+            return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
+          return callPrimitiveApp(*this, app, fn, env);
+        } else if (fn.isUnbound() && app->fn->op() == Op::Global) {
+          unboundVariable(static_cast<GlobalNode*>(app->fn)->cell);
         }
         alignas(Value) char argvStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
         Value* argv = argc <= kInlineSlots ? reinterpret_cast<Value*>(argvStore)
