@@ -168,6 +168,15 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
   }
 }
 
+// evalSimple for a node that is most often a shaped call: an `if`'s test (`(< n 2)`,
+// `(null? l)`), the arguments of a closure call (`(fib (- n 1))`, `(loop (cdr l))`): the shape
+// is tested before the dispatch on the node's kind (Const, Local0 and Local1 nodes never carry
+// kAppShaped).
+__attribute__((always_inline)) inline Value evalShapedFirst(Interp& in, Node* n, Frame* env) {
+  if (n->flags & kAppShaped) return static_cast<AppNode*>(n)->shape(in, static_cast<AppNode*>(n), env);
+  return evalSimple(in, n, env);
+}
+
 // Variables need no eval activation: calls of internal definitions and letrec-bound
 // procedures name them with these, and a named let's loop when it is not at depth 1.
 // Out of line, so that evalCompound keeps a small frame.
@@ -1108,7 +1117,7 @@ Value Interp::eval(Node* node, Frame* env) {
         return Value::unspecified();
       case Op::If: {
         auto* n = static_cast<IfNode*>(node);
-        node = evalSimple(*this, n->test, env).isTrue() ? n->then : n->otherwise;
+        node = evalShapedFirst(*this, n->test, env).isTrue() ? n->then : n->otherwise;
         continue;
       }
       case Op::Seq: {
@@ -1206,11 +1215,11 @@ Value Interp::eval(Node* node, Frame* env) {
           if (argc == l->directArity && !app->tensorArgMask) {
             auto* f = reinterpret_cast<Frame*>(frameStore);
             if (!frameStoreLive) {
-              for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalSimple(*this, app->args[i], env);
+              for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalShapedFirst(*this, app->args[i], env);
             } else {
               alignas(Value) char nextStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
               auto* next = reinterpret_cast<Value*>(nextStore);
-              for (uint32_t i = 0; i < argc; i++) next[i] = evalSimple(*this, app->args[i], env);
+              for (uint32_t i = 0; i < argc; i++) next[i] = evalShapedFirst(*this, app->args[i], env);
               if (variablesMayOwnTensors.load(std::memory_order_relaxed)) {
                 uint32_t noOwned = 0;
                 releaseDeadFrame(f, next, argc, noOwned);
@@ -1223,7 +1232,7 @@ Value Interp::eval(Node* node, Frame* env) {
             f->parent = fn.as<Closure>()->env;
             frameStoreLive = true;
             recordClosureCall(rec, app, fn);
-            if (--stepsLeft <= 0) safePoint();
+            if (__builtin_expect(--stepsLeft <= 0, 0)) safePoint();
             env = f;
             node = l->body;
             continue;
