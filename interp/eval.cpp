@@ -169,7 +169,7 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
 }
 
 // evalSimple for a node that is most often a shaped call: an `if`'s test (`(< n 2)`,
-// `(null? l)`), the arguments of a closure call (`(fib (- n 1))`, `(loop (cdr l))`): the shape
+// `(null? l)`), the tests of `and` and `or`, the arguments of a closure call (`(fib (- n 1))`, `(loop (cdr l))`): the shape
 // is tested before the dispatch on the node's kind (Const, Local0 and Local1 nodes never carry
 // kAppShaped).
 __attribute__((always_inline)) inline Value evalShapedFirst(Interp& in, Node* n, Frame* env) {
@@ -1130,7 +1130,7 @@ Value Interp::eval(Node* node, Frame* env) {
         auto* n = static_cast<SeqNode*>(node);
         uint32_t i = 0;
         for (; i + 1 < n->count; i++)
-          if (evalSimple(*this, n->items[i], env).isFalse()) return Value::f();
+          if (evalShapedFirst(*this, n->items[i], env).isFalse()) return Value::f();
         node = n->items[i];
         continue;
       }
@@ -1138,7 +1138,7 @@ Value Interp::eval(Node* node, Frame* env) {
         auto* n = static_cast<SeqNode*>(node);
         uint32_t i = 0;
         for (; i + 1 < n->count; i++) {
-          Value v = evalSimple(*this, n->items[i], env);
+          Value v = evalShapedFirst(*this, n->items[i], env);
           if (v.isTrue()) return v;
         }
         node = n->items[i];
@@ -1192,14 +1192,18 @@ Value Interp::eval(Node* node, Frame* env) {
         raise(env->slots[static_cast<ReraiseNode*>(node)->slot], true);
       case Op::App: {
         auto* app = static_cast<AppNode*>(node);
-        // The callee: a global's value is read without marking it shared, as calling a
-        // procedure cannot keep it (a non-procedure is marked before the error names it).
+        // The callee: a global's or a local's value is read without marking it shared, as
+        // calling a procedure cannot keep it (a non-procedure is marked before the error names it).
         // (An unbound global is neither a closure nor a builtin: its error comes below, before
         // any argument is evaluated.)
         Value fn;
         if (app->fn->op() == Op::Global) {
           fn = static_cast<GlobalNode*>(app->fn)->cell->value;
           if ((app->flags & kAppShaped) && fn == app->expected) return app->shape(*this, app, env);
+        } else if (app->fn->op() == Op::Local1) {
+          fn = env->parent->slots[static_cast<LocalNode*>(app->fn)->index];
+        } else if (app->fn->op() == Op::Local0) {
+          fn = env->slots[static_cast<LocalNode*>(app->fn)->index];
         } else {
           fn = evalSimple(*this, app->fn, env);
         }
@@ -1224,7 +1228,11 @@ Value Interp::eval(Node* node, Frame* env) {
                 uint32_t noOwned = 0;
                 releaseDeadFrame(f, next, argc, noOwned);
               }
-              for (uint32_t i = 0; i < argc; i++) f->slots[i] = next[i];
+              for (uint32_t i = 0; i < argc; i++) {
+                Value v = next[i];
+                __asm__("" : "+r"(v.bits));   // (a few moves: not the call of memcpy gcc makes of this loop)
+                f->slots[i] = v;
+              }
             }
             for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
             f->kind = Kind::Frame;
