@@ -600,6 +600,23 @@ template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Fra
   return r;
 }
 
+// vector-set! and bytevector-u8-set! on three operands of those kinds: `(vector-set! v i x)`,
+// `(vector-set! r i (vector-ref x i))`. Each operand goes through evalShapedFirst; neither
+// builtin borrows its arguments (the value is kept), so no fresh operand is released.
+template <int Op> Value shapedTernary(Interp& in, AppNode* app, Frame* env) {
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
+  // nested builtin calls recurse without an eval activation: guard the C++ stack
+  if (app->appArgMask && reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
+  Value argv[3], r;
+  argv[0] = evalShapedFirst(in, app->args[0], env);
+  argv[1] = evalShapedFirst(in, app->args[1], env);
+  argv[2] = evalShapedFirst(in, app->args[2], env);
+  in.poll();
+  if (inlinePrimitiveBody(InlineBuiltin(Op), 3, argv, &r)) return r;
+  return callInlineBuiltin(in, app, fn, argv, 3);
+}
+
 constexpr bool isUnaryShape(int op) {
   return op == int(InlineBuiltin::Car) || op == int(InlineBuiltin::Cdr) || op == int(InlineBuiltin::Cadr) ||
          op == int(InlineBuiltin::Cddr) || op == int(InlineBuiltin::NullP) || op == int(InlineBuiltin::PairP) ||
@@ -767,7 +784,7 @@ bool isDeclaredKey(LambdaNode* l, Value v) {
 }  // namespace
 
 AppShapeFn appShapeFor(AppNode* app, Value* expected) {
-  if (app->argc - 1 > 1 || app->fn->op() != Op::Global || app->tensorArgMask) return nullptr;
+  if (app->argc - 1 > 2 || app->fn->op() != Op::Global || app->tensorArgMask) return nullptr;
   Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
   if (!fn.is(Kind::Primitive)) return nullptr;
   uint16_t op = fn.obj()->small;
@@ -775,7 +792,13 @@ AppShapeFn appShapeFor(AppNode* app, Value* expected) {
   int a = operandKind(app->args[0]);
   if (a < 0) return nullptr;
   AppShapeFn shape;
-  if (app->argc == 1) {
+  if (app->argc == 3) {
+    if (operandKind(app->args[1]) < 0 || operandKind(app->args[2]) < 0 || (fn.obj()->flags & kPrimBorrowsArgs))
+      return nullptr;
+    if (op == uint16_t(InlineBuiltin::VectorSet)) shape = shapedTernary<int(InlineBuiltin::VectorSet)>;
+    else if (op == uint16_t(InlineBuiltin::BytevectorU8Set)) shape = shapedTernary<int(InlineBuiltin::BytevectorU8Set)>;
+    else return nullptr;
+  } else if (app->argc == 1) {
     shape = kUnaryShapes[op][a];
   } else {
     int b = operandKind(app->args[1]);
