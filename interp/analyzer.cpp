@@ -468,9 +468,20 @@ struct Analyzer {
         for (size_t i = 0; i < firstExpr; i++)
           if (b.macro.isFalse() && b.slot == uint32_t(defineSlot[i])) b.checked = false;
     }
+    // Otherwise, with all the definitions before the first expression, the expressions still
+    // run only after every definition's init has run (a continuation re-entering an init runs
+    // the later inits again before them): their references need no check either; those in the
+    // inits keep it.
+    bool definitionsFirst = firstExpr > 0;
+    for (size_t i = firstExpr; i < exprs.size() && definitionsFirst; i++) definitionsFirst = defineSlot[i] < 0;
     auto* seq = node<SeqNode>(Op::Seq, exprs.size() * sizeof(Node*));
     seq->count = uint32_t(exprs.size());
     for (size_t i = 0; i < exprs.size(); i++) {
+      if (i == firstExpr && definitionsFirst && !unchecked) {
+        for (Binding& b : scope->vars)
+          for (size_t d = 0; d < firstExpr; d++)
+            if (b.macro.isFalse() && b.slot == uint32_t(defineSlot[d])) b.checked = false;
+      }
       if (defineSlot[i] >= 0) {
         auto* s = node<SetLocalNode>(Op::SetLocal);
         s->depth = 0;
@@ -612,6 +623,7 @@ struct Analyzer {
     n->body = body(bodyForms, &inner, whole);
     n->frameSize = info.frameSize;
     n->heapFrame = info.captured;
+    n->directArity = directArityOf(n);
     return n;
   }
 

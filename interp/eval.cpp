@@ -22,7 +22,7 @@ at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env
 
 namespace {
 
-constexpr uint32_t kInlineSlots = 8;
+constexpr uint32_t kInlineSlots = kFrameStoreSlots;
 constexpr size_t kFrameStoreBytes = sizeof(Frame) + kInlineSlots * sizeof(Value);
 
 struct DepthRestore {
@@ -166,6 +166,15 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
       if (n->flags & kAppShaped) return static_cast<AppNode*>(n)->shape(in, static_cast<AppNode*>(n), env);
       return evalCompound(in, n, env);
   }
+}
+
+// evalSimple for a node that is most often a shaped call: an `if`'s test (`(< n 2)`,
+// `(null? l)`), the tests of `and` and `or`, the arguments of a closure call (`(fib (- n 1))`, `(loop (cdr l))`): the shape
+// is tested before the dispatch on the node's kind (Const, Local0 and Local1 nodes never carry
+// kAppShaped).
+__attribute__((always_inline)) inline Value evalShapedFirst(Interp& in, Node* n, Frame* env) {
+  if (n->flags & kAppShaped) return static_cast<AppNode*>(n)->shape(in, static_cast<AppNode*>(n), env);
+  return evalSimple(in, n, env);
 }
 
 // Variables need no eval activation: calls of internal definitions and letrec-bound
@@ -591,6 +600,23 @@ template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Fra
   return r;
 }
 
+// vector-set! and bytevector-u8-set! on three operands of those kinds: `(vector-set! v i x)`,
+// `(vector-set! r i (vector-ref x i))`. Each operand goes through evalShapedFirst; neither
+// builtin borrows its arguments (the value is kept), so no fresh operand is released.
+template <int Op> Value shapedTernary(Interp& in, AppNode* app, Frame* env) {
+  Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+  if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
+  // nested builtin calls recurse without an eval activation: guard the C++ stack
+  if (app->appArgMask && reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
+  Value argv[3], r;
+  argv[0] = evalShapedFirst(in, app->args[0], env);
+  argv[1] = evalShapedFirst(in, app->args[1], env);
+  argv[2] = evalShapedFirst(in, app->args[2], env);
+  in.poll();
+  if (inlinePrimitiveBody(InlineBuiltin(Op), 3, argv, &r)) return r;
+  return callInlineBuiltin(in, app, fn, argv, 3);
+}
+
 constexpr bool isUnaryShape(int op) {
   return op == int(InlineBuiltin::Car) || op == int(InlineBuiltin::Cdr) || op == int(InlineBuiltin::Cadr) ||
          op == int(InlineBuiltin::Cddr) || op == int(InlineBuiltin::NullP) || op == int(InlineBuiltin::PairP) ||
@@ -758,7 +784,7 @@ bool isDeclaredKey(LambdaNode* l, Value v) {
 }  // namespace
 
 AppShapeFn appShapeFor(AppNode* app, Value* expected) {
-  if (app->argc - 1 > 1 || app->fn->op() != Op::Global || app->tensorArgMask) return nullptr;
+  if (app->argc - 1 > 2 || app->fn->op() != Op::Global || app->tensorArgMask) return nullptr;
   Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
   if (!fn.is(Kind::Primitive)) return nullptr;
   uint16_t op = fn.obj()->small;
@@ -766,7 +792,13 @@ AppShapeFn appShapeFor(AppNode* app, Value* expected) {
   int a = operandKind(app->args[0]);
   if (a < 0) return nullptr;
   AppShapeFn shape;
-  if (app->argc == 1) {
+  if (app->argc == 3) {
+    if (operandKind(app->args[1]) < 0 || operandKind(app->args[2]) < 0 || (fn.obj()->flags & kPrimBorrowsArgs))
+      return nullptr;
+    if (op == uint16_t(InlineBuiltin::VectorSet)) shape = shapedTernary<int(InlineBuiltin::VectorSet)>;
+    else if (op == uint16_t(InlineBuiltin::BytevectorU8Set)) shape = shapedTernary<int(InlineBuiltin::BytevectorU8Set)>;
+    else return nullptr;
+  } else if (app->argc == 1) {
     shape = kUnaryShapes[op][a];
   } else {
     int b = operandKind(app->args[1]);
@@ -1108,7 +1140,7 @@ Value Interp::eval(Node* node, Frame* env) {
         return Value::unspecified();
       case Op::If: {
         auto* n = static_cast<IfNode*>(node);
-        node = evalSimple(*this, n->test, env).isTrue() ? n->then : n->otherwise;
+        node = evalShapedFirst(*this, n->test, env).isTrue() ? n->then : n->otherwise;
         continue;
       }
       case Op::Seq: {
@@ -1121,7 +1153,7 @@ Value Interp::eval(Node* node, Frame* env) {
         auto* n = static_cast<SeqNode*>(node);
         uint32_t i = 0;
         for (; i + 1 < n->count; i++)
-          if (evalSimple(*this, n->items[i], env).isFalse()) return Value::f();
+          if (evalShapedFirst(*this, n->items[i], env).isFalse()) return Value::f();
         node = n->items[i];
         continue;
       }
@@ -1129,7 +1161,7 @@ Value Interp::eval(Node* node, Frame* env) {
         auto* n = static_cast<SeqNode*>(node);
         uint32_t i = 0;
         for (; i + 1 < n->count; i++) {
-          Value v = evalSimple(*this, n->items[i], env);
+          Value v = evalShapedFirst(*this, n->items[i], env);
           if (v.isTrue()) return v;
         }
         node = n->items[i];
@@ -1183,43 +1215,47 @@ Value Interp::eval(Node* node, Frame* env) {
         raise(env->slots[static_cast<ReraiseNode*>(node)->slot], true);
       case Op::App: {
         auto* app = static_cast<AppNode*>(node);
-        // The callee: a global's value is read without marking it shared, as calling a
-        // procedure cannot keep it (a non-procedure is marked before the error names it).
+        // The callee: a global's or a local's value is read without marking it shared, as
+        // calling a procedure cannot keep it (a non-procedure is marked before the error names it).
+        // (An unbound global is neither a closure nor a builtin: its error comes below, before
+        // any argument is evaluated.)
         Value fn;
         if (app->fn->op() == Op::Global) {
-          auto* cell = static_cast<GlobalNode*>(app->fn)->cell;
-          if (cell->value.isUnbound()) unboundVariable(cell);
-          fn = cell->value;
+          fn = static_cast<GlobalNode*>(app->fn)->cell->value;
           if ((app->flags & kAppShaped) && fn == app->expected) return app->shape(*this, app, env);
+        } else if (app->fn->op() == Op::Local1) {
+          fn = env->parent->slots[static_cast<LocalNode*>(app->fn)->index];
+        } else if (app->fn->op() == Op::Local0) {
+          fn = env->slots[static_cast<LocalNode*>(app->fn)->index];
         } else {
           fn = evalSimple(*this, app->fn, env);
         }
-        if (fn.is(Kind::Primitive)) {
-          if (isInlineCall(app, fn))
-            return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
-          return callPrimitiveApp(*this, app, fn, env);
-        }
         uint32_t argc = app->argc;
         // The commonest call: a closure taking just its required parameters, in a frame this
-        // activation's frameStore can hold, no tensor builtin's result passed on. The first
-        // such call evaluates its arguments straight into the new frame: nothing else can see
-        // frameStore until the frame is complete. A tail call (a loop: frameStore holds the
-        // frame the arguments may read) computes them first, then rebinds the frame in place.
-        if (fn.is(Kind::Closure) && !app->tensorArgMask) {
+        // activation's frameStore can hold (LambdaNode::directArity), no tensor builtin's result
+        // passed on. The first such call evaluates its arguments straight into the new frame:
+        // nothing else can see frameStore until the frame is complete. A tail call (a loop:
+        // frameStore holds the frame the arguments may read) computes them first, then rebinds
+        // the frame in place.
+        if (fn.is(Kind::Closure)) {
           LambdaNode* l = fn.as<Closure>()->code;
-          if (argc == l->nRequired && l->frameSize <= kInlineSlots && !l->heapFrame && hasSimpleParams(l)) {
+          if (argc == l->directArity && !app->tensorArgMask) {
             auto* f = reinterpret_cast<Frame*>(frameStore);
             if (!frameStoreLive) {
-              for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalSimple(*this, app->args[i], env);
+              for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalShapedFirst(*this, app->args[i], env);
             } else {
               alignas(Value) char nextStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
               auto* next = reinterpret_cast<Value*>(nextStore);
-              for (uint32_t i = 0; i < argc; i++) next[i] = evalSimple(*this, app->args[i], env);
+              for (uint32_t i = 0; i < argc; i++) next[i] = evalShapedFirst(*this, app->args[i], env);
               if (variablesMayOwnTensors.load(std::memory_order_relaxed)) {
                 uint32_t noOwned = 0;
                 releaseDeadFrame(f, next, argc, noOwned);
               }
-              for (uint32_t i = 0; i < argc; i++) f->slots[i] = next[i];
+              for (uint32_t i = 0; i < argc; i++) {
+                Value v = next[i];
+                __asm__("" : "+r"(v.bits));   // (a few moves: not the call of memcpy gcc makes of this loop)
+                f->slots[i] = v;
+              }
             }
             for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
             f->kind = Kind::Frame;
@@ -1227,11 +1263,17 @@ Value Interp::eval(Node* node, Frame* env) {
             f->parent = fn.as<Closure>()->env;
             frameStoreLive = true;
             recordClosureCall(rec, app, fn);
-            if (--stepsLeft <= 0) safePoint();
+            if (__builtin_expect(--stepsLeft <= 0, 0)) safePoint();
             env = f;
             node = l->body;
             continue;
           }
+        } else if (fn.is(Kind::Primitive)) {
+          if (isInlineCall(app, fn))
+            return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
+          return callPrimitiveApp(*this, app, fn, env);
+        } else if (fn.isUnbound() && app->fn->op() == Op::Global) {
+          unboundVariable(static_cast<GlobalNode*>(app->fn)->cell);
         }
         alignas(Value) char argvStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
         Value* argv = argc <= kInlineSlots ? reinterpret_cast<Value*>(argvStore)
@@ -1267,7 +1309,9 @@ Value Interp::eval(Node* node, Frame* env) {
         continue;
       }
       default:
-        throwError("internal-error", "unknown node (kind " + std::to_string(int(node->kind)) + ", op " + std::to_string(int(node->small)) + ")");
+        // Every node comes from the analyzer, with one of the ops above: no bounds check
+        // before the jump table.
+        __builtin_unreachable();
     }
   }
 }

@@ -50,6 +50,10 @@ struct LambdaNode : Node {
   bool hasRest;
   bool heapFrame;                    // a closure or promise may capture the frame
   uint32_t frameSize;                // parameters + flattened locals
+  // nRequired when a call passing exactly that many arguments can bind them straight into an
+  // eval activation's stack frame (required parameters only, frame not captured and small
+  // enough), else UINT32_MAX: the evaluator's commonest closure call tests one field.
+  uint32_t directArity;
   Value* keyNames;                   // keywords
   Node** defaults;                   // per optional then key parameter: expression or nullptr
   Node* body;
@@ -58,6 +62,15 @@ struct LambdaNode : Node {
   Value params;                      // the parameter list as written, for help
   SourcePos pos;
 };
+
+// Values an eval activation's own frame buffer holds: a closure whose frame needs no more, and
+// that nothing captures, runs without a heap frame.
+constexpr uint32_t kFrameStoreSlots = 8;
+
+inline uint32_t directArityOf(const LambdaNode* l) {
+  bool direct = !l->heapFrame && l->frameSize <= kFrameStoreSlots && !(l->nOptional | l->nKeys | l->hasRest);
+  return direct ? l->nRequired : UINT32_MAX;
+}
 
 constexpr uint8_t kAppInPrelude = 1;   // AppNode::flags: a call written in the prelude
 // AppNode::flags: a call of a global with one to three arguments that are each a constant or a
