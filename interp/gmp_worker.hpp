@@ -23,7 +23,9 @@ constexpr uint64_t kGmpWorkerBitsMultiply = uint64_t(1) << 21;   // mul, div, sq
 constexpr uint64_t kGmpWorkerBitsGcd = uint64_t(1) << 17;        // gcd and rational arithmetic
 
 // `compute` reads and writes the integers `z` and rationals `q` it is given, in the order they
-// were passed; it must not touch anything else that the caller owns.
+// were passed; it must not touch anything else that the caller owns, and so captures by value
+// only: after a raise the caller's frame is gone while an abandoned worker still runs `compute`.
+// A result that is not a number comes back in one of the integers.
 using GmpCompute = std::function<void(mpz_ptr* z, mpq_ptr* q)>;
 
 void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_ptr> q, const GmpCompute& compute);

@@ -447,10 +447,12 @@ int numCompare(Value a, Value b, const char* who) {
   Q x, y;
   if (ra == Rep::Flo) mpq_set_d(x.q, flonumValue(a)); else setQ(x.q, a);
   if (rb == Rep::Flo) mpq_set_d(y.q, flonumValue(b)); else setQ(y.q, b);
-  int c = 0;
-  computeGmp(exactBits(a) + exactBits(b), kGmpWorkerBitsMultiply, {}, {x.q, y.q},
-             [&c](mpz_ptr*, mpq_ptr* q) { c = mpq_cmp(q[0], q[1]); });
-  return (c > 0) - (c < 0);
+  // The sign comes back in an integer the job owns: an abandoned worker must not write into this
+  // frame after a raise has left it.
+  Z sign;
+  computeGmp(exactBits(a) + exactBits(b), kGmpWorkerBitsMultiply, {sign.z}, {x.q, y.q},
+             [](mpz_ptr* z, mpq_ptr* q) { mpz_set_si(z[0], mpq_cmp(q[0], q[1])); });
+  return mpz_sgn(sign.z);
 }
 
 static bool isNan(Value v) { return isFlonum(v) && std::isnan(flonumValue(v)); }
