@@ -8,6 +8,11 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace purple {
 
@@ -23,6 +28,8 @@ struct GmpJob {
   std::mutex mutex;
   std::condition_variable finished;
   bool done = false;
+  bool abandoned = false;
+  long threadId = 0;   // the worker's kernel thread id, once it runs (Linux)
 
   GmpJob() {
     for (auto& x : z) mpz_init(x);
@@ -38,6 +45,13 @@ struct GmpJob {
 // The number of workers running, abandoned ones included, bounded by the core count.
 class WorkerSlots {
  public:
+  // Takes a free slot if there is one.
+  bool tryAcquire() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (busy_ >= limit()) return false;
+    busy_++;
+    return true;
+  }
   // Waits for a free slot, polling the interpreter on this thread (which may raise).
   void acquire() {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -73,6 +87,17 @@ WorkerSlots& slots() {
   return *s;
 }
 
+// An abandoned worker's result is never read, so it yields the cores to work that is: on Linux a
+// thread has its own nice value. Called with the job's mutex held, by whichever side learns of
+// the abandonment last (the worker may not have started when it happens).
+void lowerPriority(GmpJob& job) {
+#if defined(__linux__)
+  if (job.abandoned && job.threadId) setpriority(PRIO_PROCESS, id_t(job.threadId), 19);
+#else
+  (void)job;
+#endif
+}
+
 void runJob(GmpJob& job) {
   mpz_ptr z[4];
   mpq_ptr q[2];
@@ -83,7 +108,8 @@ void runJob(GmpJob& job) {
 
 }  // namespace
 
-void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_ptr> q, const GmpCompute& compute) {
+void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_ptr> q, const GmpCompute& compute,
+                    bool shortEnoughToWaitFor) {
   auto job = std::make_shared<GmpJob>();
   job->compute = compute;
   // Moving the operands in is a swap of GMP's headers: no copy. On a raise before the worker
@@ -97,9 +123,26 @@ void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_
     for (mpq_ptr p : q) mpq_swap(job->q[i++], p);
   };
 
-  slots().acquire();
+  // Every slot held means abandoned work is running (or other interpreters' big operations). An
+  // operation that takes at most a few tens of milliseconds then runs here: waiting for a slot
+  // could take seconds, as long as an abandoned gcd has left to run.
+  if (!slots().tryAcquire()) {
+    if (shortEnoughToWaitFor) {
+      runJob(*job);
+      moveBack();
+      return;
+    }
+    slots().acquire();
+  }
   try {
     std::thread([job] {
+#if defined(__linux__)
+      {
+        std::lock_guard<std::mutex> lock(job->mutex);
+        job->threadId = long(syscall(SYS_gettid));
+        lowerPriority(*job);
+      }
+#endif
       runJob(*job);
       {
         std::lock_guard<std::mutex> lock(job->mutex);
@@ -120,7 +163,15 @@ void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_
   while (!job->done) {
     if (job->finished.wait_for(lock, std::chrono::milliseconds(2), [&] { return job->done; })) break;
     lock.unlock();
-    pollCurrentInterp();   // a raise here abandons the job to the worker
+    try {
+      pollCurrentInterp();
+    } catch (...) {
+      // The raise abandons the job to the worker, which goes on at the lowest priority.
+      std::lock_guard<std::mutex> abandon(job->mutex);
+      job->abandoned = true;
+      lowerPriority(*job);
+      throw;
+    }
     lock.lock();
   }
   lock.unlock();

@@ -6,8 +6,9 @@
 // milliseconds runs on a worker thread, on operands moved into storage the worker owns, while the
 // interpreter's thread waits and polls. When the poll raises (Ctrl-C, the time budget), the
 // interpreter goes on at once and the worker is abandoned: it finishes on its own data and frees
-// it. Workers never touch the collected heap. At most one worker per core runs at a time, so
-// abandoned work cannot pile up; a caller waits, polling, for a free one.
+// it at the lowest priority. Workers never touch the collected heap. At most one worker per core
+// runs at a time, so abandoned work cannot pile up; when all are busy, a caller runs an operation
+// of up to 4 times its threshold itself (tens of milliseconds), and waits, polling, for a bigger one.
 #pragma once
 #include <gmp.h>
 #include <cstdint>
@@ -28,7 +29,10 @@ constexpr uint64_t kGmpWorkerBitsGcd = uint64_t(1) << 17;        // gcd and rati
 // A result that is not a number comes back in one of the integers.
 using GmpCompute = std::function<void(mpz_ptr* z, mpq_ptr* q)>;
 
-void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_ptr> q, const GmpCompute& compute);
+// `shortEnoughToWaitFor`: the operation takes at most some tens of milliseconds, so when every
+// worker is busy it runs on the calling thread instead of waiting for one.
+void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_ptr> q, const GmpCompute& compute,
+                    bool shortEnoughToWaitFor);
 
 // Runs `compute` here when `bits` is below `threshold`, else on a worker as described above. The
 // caller's integers and rationals hold the results either way.
@@ -45,7 +49,7 @@ inline void computeGmp(uint64_t bits, uint64_t threshold, std::initializer_list<
     compute(zs, qs);
     return;
   }
-  runGmpOnWorker(z, q, GmpCompute(compute));
+  runGmpOnWorker(z, q, GmpCompute(compute), bits < 4 * threshold);
 }
 
 }  // namespace purple

@@ -447,6 +447,13 @@ int numCompare(Value a, Value b, const char* who) {
   Q x, y;
   if (ra == Rep::Flo) mpq_set_d(x.q, flonumValue(a)); else setQ(x.q, a);
   if (rb == Rep::Flo) mpq_set_d(y.q, flonumValue(b)); else setQ(y.q, b);
+  // Without a ratnum the comparison is linear (a flonum's denominator is a power of two of at most
+  // 1074 bits): a worker would only add latency, and a wait for a free one when abandoned work
+  // holds them all.
+  if (ra != Rep::Rat && rb != Rep::Rat) {
+    int c = mpq_cmp(x.q, y.q);
+    return (c > 0) - (c < 0);
+  }
   // The sign comes back in an integer the job owns: an abandoned worker must not write into this
   // frame after a raise has left it.
   Z sign;
