@@ -15,6 +15,7 @@
 #include "interp/port.hpp"
 #include "interp/printer.hpp"
 #include "interp/tensor_budget.hpp"
+#include "interp/tensor_time_budget.hpp"
 #include "interp/tensor_value.hpp"
 #include "interp/api_internal.hpp"
 
@@ -169,6 +170,8 @@ PV payloadFromError(const Error& e) {
   }
 }
 
+void installTensorCap();
+
 // One API call on an interpreter.
 class Entry {
  public:
@@ -177,9 +180,16 @@ class Entry {
     if (outermost_) {
       im.interp->ensureStackLimit();   // this thread's stack, which may not be the last call's
       im.interp->resetBudgets();
+      if (im.interp->hasDeadline) {
+        installTensorCap();   // the allocator is where a tensor operation can be stopped
+        tensorTimeBudget_ = beginTensorTimeBudget();
+      }
     }
   }
-  ~Entry() { im_.active--; }
+  ~Entry() {
+    if (tensorTimeBudget_) endTensorTimeBudget(tensorTimeBudget_);
+    im_.active--;
+  }
   bool outermost() const { return outermost_; }
 
  private:
@@ -187,6 +197,7 @@ class Entry {
   Impl& im_;
   InterpScope scope_;
   bool outermost_ = false;
+  uint64_t tensorTimeBudget_ = 0;
 };
 
 template <class F> Value guarded(Impl& im, F f) {
@@ -268,6 +279,8 @@ PV objectApplyHook(Interp& in, PV fn, const PV* argv, int argc) {
 // wrapTensor enforces Limits::maxTensorBytes after an operation has produced its result; this
 // allocator refuses, before any memory is touched, a single CPU allocation larger than the cap
 // of the interpreter running on this thread, so one huge request cannot exhaust the machine.
+// It is also where an operator in progress is stopped for the time budget or an interrupt
+// (tensor_time_budget.hpp).
 // It wraps Purple's caching allocator (cpu_allocator.cpp), so it must sit above it: a lower
 // priority than that allocator's would leave it never called.
 
@@ -292,6 +305,7 @@ class CappedCPUAllocator final : public c10::Allocator {
   static void check(size_t n) {
     Interp* in = Interp::current();
     if (!in) return;
+    checkTensorWorkAtAllocation(*in);
     int64_t cap = in->limits.maxTensorBytes;
     if (cap > 0 && n > uint64_t(cap))
       throwError("memory-error", "tensor memory budget exceeded (" + std::to_string(n) + " bytes asked, limit " +

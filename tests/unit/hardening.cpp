@@ -194,6 +194,50 @@ TEST_CASE("hardening: one big GMP operation stops at the time budget, and big re
             .to<bool>());
 }
 
+TEST_CASE("hardening: one tensor operation too big for the time budget is refused before it runs") {
+  // Each of these is one LibTorch call that ran for tens of seconds to hours with no safe point:
+  // a 1200x1200 image with a 600x600 kernel took 40 s under a 2 s budget (7 MB of tensors).
+  purple::Options o;
+  o.limits = purple::Limits::sandbox();
+  o.limits.maxSeconds = 1;
+  o.limits.maxSteps = 0;
+  purple::Interpreter interp(o);
+  const char* cases[] = {
+      "(conv2d (tensor-ones 1 1 1200 1200) (tensor-ones 1 1 600 600))",
+      "(tensor-sum (tensor-expand (tensor-ones 1) 1000000000000))",   // one number, 10^12 times
+      "(max-pool2d (tensor-ones 1 1 1500 1500) 700 :stride 1)",
+      "(avg-pool2d (tensor-ones 1 1 1500 1500) 700 :stride 1)",
+      "(tensor-svd (tensor-randn 1500 1500))",
+      "(tensor-cdist (tensor-randn 4000 1000) (tensor-randn 4000 1000) :p 1.0)",
+      "(let ((a (tensor-expand (tensor-ones 1 1 1) 100000 100 100))) (tensor-matmul a a))",
+  };
+  for (const char* code : cases) {
+    CAPTURE(code);
+    auto start = std::chrono::steady_clock::now();
+    purple::Error e = errorOf(interp, code);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(e.kind() == "time-limit");
+    CHECK(std::string(e.what()).find("too big for the time budget") != std::string::npos);
+    CHECK(seconds < 0.9);   // refused up front, not stopped at the deadline
+  }
+  // A composite operator (an LSTM steps through its sequence inside LibTorch) stops at the
+  // deadline, at its next allocation.
+  auto start = std::chrono::steady_clock::now();
+  CHECK(errorOf(interp, "(let ((m (lstm 64 64))) (m (tensor-randn 200000 1 64)))").kind() == "time-limit");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 2.5);
+  // Ordinary work under the same budget runs, and a refusal is an error a script can handle.
+  CHECK(interp.eval("(let* ((w (tensor-randn 784 128 :requires-grad #t)) (x (tensor-randn 64 784)))"
+                    "  (backward (tensor-sum (tensor-relu (tensor-matmul x w))))"
+                    "  (conv2d (tensor-ones 8 3 32 32) (tensor-ones 16 3 3 3))"
+                    "  (tensor-shape (tensor-grad w)))")
+            .repr() == "(784 128)");
+  CHECK(interp.eval("(guard (e (#t (error-object-kind e))) (tensor-sum (tensor-expand (tensor-ones 1) 1000000000000)))")
+            .repr() == "time-limit");
+  // Without a time budget nothing is estimated.
+  purple::Interpreter unlimited;
+  CHECK(unlimited.eval("(tensor-item (tensor-sum (tensor-expand (tensor-ones 1) 100000000)))").to<double>() == 1e8);
+}
+
 TEST_CASE("hardening: tensor->list is refused up front past the heap limit") {
   purple::setHeapLimit(std::size_t(1) << 30);
   purple::Interpreter interp;
