@@ -321,7 +321,9 @@ void checkTensorWorkAtAllocation(Interp& in) {
   if (!tRefusal.empty()) {
     std::string message = std::move(tRefusal);
     tRefusal.clear();
-    throwError("time-limit", message);
+    // A stop like the budget's own: what runs out is the same budget, so Purple code cannot
+    // catch it either (docs/embedding.md).
+    throw PurpleInterrupt(makeError(intern("time-limit"), message, Value::nil()));
   }
   in.poll();
 }

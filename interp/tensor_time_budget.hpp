@@ -9,8 +9,8 @@
 //   - estimates the operator's work from its arguments' shapes (the operators whose work grows
 //     faster than their memory get a formula: matrix products, convolutions, pooling, the
 //     decompositions of linear algebra, pairwise distances, attention; every operator counts at
-//     least its inputs' elements) and refuses one that cannot finish in the time left, with a
-//     `time-limit` error, before it starts;
+//     least its inputs' elements) and refuses one that cannot finish in the time left, before
+//     it starts, with a `time-limit` stop (which Purple code cannot catch, as the budget's own);
 //   - once the budget has passed (or an interrupt was asked) while a composite operator runs
 //     (an LSTM over a long sequence, a matrix exponential), stops it at its next allocation.
 // Both raise from the CPU allocator (checkTensorWorkAtAllocation): LibTorch catches and logs an
