@@ -109,7 +109,7 @@ void runJob(GmpJob& job) {
 }  // namespace
 
 void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_ptr> q, const GmpCompute& compute,
-                    bool shortEnoughToWaitFor) {
+                    bool shortEnoughToRunHere) {
   auto job = std::make_shared<GmpJob>();
   job->compute = compute;
   // Moving the operands in is a swap of GMP's headers: no copy. On a raise before the worker
@@ -127,7 +127,7 @@ void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_
   // operation that takes at most a few tens of milliseconds then runs here: waiting for a slot
   // could take seconds, as long as an abandoned gcd has left to run.
   if (!slots().tryAcquire()) {
-    if (shortEnoughToWaitFor) {
+    if (shortEnoughToRunHere) {
       runJob(*job);
       moveBack();
       return;

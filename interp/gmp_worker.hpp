@@ -29,10 +29,10 @@ constexpr uint64_t kGmpWorkerBitsGcd = uint64_t(1) << 17;        // gcd and rati
 // A result that is not a number comes back in one of the integers.
 using GmpCompute = std::function<void(mpz_ptr* z, mpq_ptr* q)>;
 
-// `shortEnoughToWaitFor`: the operation takes at most some tens of milliseconds, so when every
+// `shortEnoughToRunHere`: the operation takes at most some tens of milliseconds, so when every
 // worker is busy it runs on the calling thread instead of waiting for one.
 void runGmpOnWorker(std::initializer_list<mpz_ptr> z, std::initializer_list<mpq_ptr> q, const GmpCompute& compute,
-                    bool shortEnoughToWaitFor);
+                    bool shortEnoughToRunHere);
 
 // Runs `compute` here when `bits` is below `threshold`, else on a worker as described above. The
 // caller's integers and rationals hold the results either way.

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace purple {
@@ -118,24 +119,22 @@ double convolutionBackward(Inputs in) {
   return 2 * positions * double(weight->numel());
 }
 
-// Pooling with a window: every output visits its window. Forward: (self, kernel_size, stride,
-// padding, ...); backward: (grad_output, self, kernel_size, ...), whose outputs are grad_output's.
-double pooling(Inputs in, bool backward) {
+// Pooling with a window over SPATIAL dimensions (1, 2 or 3, from the operator's name): every
+// output visits its window. Forward: (self, kernel_size, stride, padding, ...); backward:
+// (grad_output, self, kernel_size, ...), whose outputs are grad_output's.
+double pooling(Inputs in, bool backward, int64_t spatial) {
   const at::Tensor* first = tensorAt(in, 0);
   if (!first) return 0;
   auto kernel = intsAt(in, backward ? 2 : 1);
   if (kernel.empty()) return 0;
   double window = 1;
-  size_t dims = kernel.size() == 1 ? 1 : kernel.size();
   if (backward) {
-    for (size_t d = 0; d < dims; d++) window *= double(perDim(kernel, d, 1));
-    if (kernel.size() == 1) window = std::pow(double(kernel[0]), double(std::max<int64_t>(1, first->dim() - 2)));
+    for (int64_t d = 0; d < spatial; d++) window *= double(perDim(kernel, size_t(d), 1));
     return double(first->numel()) * window;
   }
   auto stride = intsAt(in, 2), padding = intsAt(in, 3);
   // max pooling has dilation next; average pooling has ceil_mode (a bool) there
   auto dilation = in.size() > 4 && (in[4].isIntList() || in[4].isInt()) ? intsAt(in, 4) : std::vector<int64_t>{};
-  int64_t spatial = kernel.size() == 1 ? std::max<int64_t>(1, first->dim() - 2) : int64_t(kernel.size());
   spatial = std::min<int64_t>(spatial, first->dim());
   double outputs = double(first->numel());
   for (int64_t d = 0; d < spatial; d++) {
@@ -238,8 +237,35 @@ const std::unordered_map<std::string_view, Formula>& formulas() {
   return *table;
 }
 
+// "max_pool3d_with_indices" -> 3.
+int64_t spatialDims(std::string_view name) {
+  if (name.find("3d") != std::string_view::npos) return 3;
+  if (name.find("2d") != std::string_view::npos) return 2;
+  return 1;
+}
+
+// Views, questions about a tensor and plain copies, whose estimate by input elements would be
+// wrong: a view's input can stand for 10^12 elements of one expanded number at no cost, and a
+// copy is bounded by the memory it allocates, which the tensor cap and the allocator refuse first.
+bool boundedByMemory(std::string_view name) {
+  static const auto* views = new std::unordered_set<std::string_view>{
+      "aten::view", "aten::_unsafe_view", "aten::view_as", "aten::reshape", "aten::_reshape_alias",
+      "aten::expand", "aten::expand_as", "aten::as_strided", "aten::select", "aten::slice", "aten::narrow",
+      "aten::t", "aten::transpose", "aten::permute", "aten::movedim", "aten::squeeze", "aten::unsqueeze",
+      "aten::detach", "aten::alias", "aten::unfold", "aten::diagonal", "aten::split", "aten::split_with_sizes",
+      "aten::chunk", "aten::unbind", "aten::real", "aten::imag", "aten::view_as_real", "aten::view_as_complex",
+      "aten::lift_fresh", "aten::size", "aten::stride", "aten::numel", "aten::dim", "aten::is_contiguous",
+      "aten::is_nonzero", "aten::requires_grad_", "aten::set_requires_grad", "aten::retain_grad",
+      "aten::_fw_primal", "aten::_make_dual", "aten::broadcast_to", "aten::expand_copy", "aten::resolve_conj",
+      "aten::resolve_neg", "aten::_conj", "aten::_neg_view", "aten::conj", "aten::flatten", "aten::unflatten",
+      "aten::contiguous", "aten::to", "aten::_to_copy", "aten::clone", "aten::copy_"};
+  return views->count(name) != 0;
+}
+
 // The work of one operator call; 0 when an input lives on another device (asynchronous there).
 double estimateWork(const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  if (!name || boundedByMemory(name)) return 0;
   Inputs in = fn.inputs();
   double elements = 0;
   for (const c10::IValue& v : in) {
@@ -254,8 +280,6 @@ double estimateWork(const at::RecordFunction& fn) {
     }
   }
   double work = kWorkPerElement * elements;
-  const char* name = fn.name();
-  if (!name) return work;
   auto it = formulas().find(std::string_view(name));
   if (it == formulas().end()) return work;
   double special = 0;
@@ -263,8 +287,8 @@ double estimateWork(const at::RecordFunction& fn) {
     case Formula::MatrixProduct: special = matrixProduct(in); break;
     case Formula::Convolution: special = kConvolutionSlowdown * convolution(in); break;
     case Formula::ConvolutionBackward: special = kConvolutionSlowdown * convolutionBackward(in); break;
-    case Formula::Pool: special = kPoolingSlowdown * pooling(in, false); break;
-    case Formula::PoolBackward: special = kPoolingSlowdown * pooling(in, true); break;
+    case Formula::Pool: special = kPoolingSlowdown * pooling(in, false, spatialDims(name)); break;
+    case Formula::PoolBackward: special = kPoolingSlowdown * pooling(in, true, spatialDims(name)); break;
     case Formula::Cubic2: special = cubic(in, 2); break;
     case Formula::Cubic10: special = cubic(in, 10); break;
     case Formula::Pairwise: special = pairwise(in, 0); break;
@@ -285,7 +309,12 @@ std::string shortNumber(double x) {
 std::unique_ptr<at::ObserverContext> onOperatorStart(const at::RecordFunction& fn) {
   Interp* in = Interp::current();
   if (!in || !in->hasDeadline || !tRefusal.empty()) return nullptr;
-  double work = estimateWork(fn);
+  double work = 0;
+  try {
+    work = estimateWork(fn);
+  } catch (...) {
+    return nullptr;   // a tensor kind without sizes (nested, say): LibTorch would log every throw
+  }
   if (work < kWorkWorthChecking) return nullptr;
   double left = std::chrono::duration<double>(in->deadline - std::chrono::steady_clock::now()).count();
   double fits = kWorkPerSecondPerThread * double(std::max(1, at::get_num_threads())) * std::max(left, 0.0);
