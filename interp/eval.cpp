@@ -696,11 +696,16 @@ int operandKind(Node* a) {
   }
 }
 
+// Bit i of a 32-bit argument mask. Calls can have more than 32 arguments; the analyzer marks
+// only the first 32, and shifting by 32 or more is undefined (x86 shifts by i mod 32, which
+// would read another argument's bit: a fuzz input with a 33-argument call found it).
+inline bool argBit(uint32_t mask, uint32_t i) { return i < 32 && ((mask >> i) & 1); }
+
 // After a builtin that keeps none of its arguments returned `result`: the tensors that calls
 // of fresh-returning builtins made for it (bits of `fresh`) are dead, unless returned.
 inline void releaseFreshArguments(Value* argv, uint32_t argc, uint32_t fresh, Value result) {
   for (uint32_t i = 0; fresh && i < argc; i++)
-    if (((fresh >> i) & 1) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
+    if (argBit(fresh, i) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
 }
 
 // An argument that is a call of a builtin returning a new cell (kPrimReturnsFresh).
@@ -749,7 +754,7 @@ void releaseDeadFrame(Frame* f, Value* argv, uint32_t argc, uint32_t& ownedMask)
   for (uint32_t s = 0; s < f->extra; s++) {
     Value old = f->slots[s];
     if (!isSoleOwnedTensor(old)) continue;
-    if (s < argc && ((ownedMask >> s) & 1) && !tensorScopeOpen()) {
+    if (s < argc && argBit(ownedMask, s) && !tensorScopeOpen()) {
       reuseTensorCell(old, std::move(tensorOf(argv[s])));
       argv[s] = old;
       ownedMask &= ~(1u << s);
@@ -763,7 +768,7 @@ void releaseDeadFrame(Frame* f, Value* argv, uint32_t argc, uint32_t& ownedMask)
 void adoptOwnedArguments(Value* argv, uint32_t argc, uint32_t ownedMask) {
   noteVariableMayOwnTensor();
   for (uint32_t i = 0; i < argc; i++)
-    if ((ownedMask >> i) & 1) argv[i] = wrapSoleOwnedTensor(std::move(tensorOf(argv[i])));
+    if (argBit(ownedMask, i)) argv[i] = wrapSoleOwnedTensor(std::move(tensorOf(argv[i])));
 }
 
 bool isDeclaredKey(LambdaNode* l, Value v) {
@@ -907,7 +912,7 @@ __attribute__((noinline)) Frame* bindOwnedTensorCall(Interp& in, AppNode* app, V
   uint32_t ownedMask = 0;
   for (uint32_t i = first; i < app->argc; i++) {
     Value g;
-    if (((app->tensorArgMask >> i) & 1) && owned.hasRoom() && isUnboxedTensorCall(app->args[i], &g)) {
+    if (argBit(app->tensorArgMask, i) && owned.hasRoom() && isUnboxedTensorCall(app->args[i], &g)) {
       argv[i] = owned.hold(callTensorPrimitiveApp(in, static_cast<AppNode*>(app->args[i]), g, env));
       ownedMask |= 1u << i;
     } else {
@@ -971,7 +976,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   bool track = (p->flags & kPrimBorrowsArgs) && app->appArgMask;
   for (uint32_t i = 0; i < argc; i++) {
     Node* a = app->args[i];
-    if (track && ((app->appArgMask >> i) & 1)) {
+    if (track && argBit(app->appArgMask, i)) {
       auto* inner = static_cast<AppNode*>(a);
       if (inner->fn->op() == Op::Global) {
         Value g = static_cast<GlobalNode*>(inner->fn)->cell->value;
@@ -1284,7 +1289,7 @@ Value Interp::eval(Node* node, Frame* env) {
         uint32_t i = 0;
         for (; i < argc; i++) {
           Value g;
-          if (adopt && ((app->tensorArgMask >> i) & 1) && isUnboxedTensorCall(app->args[i], &g)) break;
+          if (adopt && argBit(app->tensorArgMask, i) && isUnboxedTensorCall(app->args[i], &g)) break;
           argv[i] = evalSimple(*this, app->args[i], env);
         }
         if (i < argc) {
