@@ -154,6 +154,49 @@ void checkResultBytes(const char* who, size_t bytes) {
                                    " bytes is past the heap limit (" + std::to_string(limit) + " bytes)");
 }
 
+namespace {
+std::atomic<int64_t> gExternal{0};
+std::atomic<int64_t> gExternalAfterCollect{0};
+// The tensor accounting's threshold (tensor_value.cpp) for the same reason: a collection per
+// 64 MB of fresh outside memory keeps dropped buffers from piling up at a cost that is small
+// beside the work of filling 64 MB.
+constexpr int64_t kExternalCollectBytes = int64_t(64) << 20;
+
+int64_t heapInUse() { return int64_t(GC_get_heap_size()) - int64_t(GC_get_free_bytes()); }
+}  // namespace
+
+void gcChargeExternal(const char* who, int64_t bytes) {
+  if (bytes <= 0) {
+    if (bytes < 0) gcUnchargeExternal(-bytes);
+    return;
+  }
+  int64_t live = gExternal.load(std::memory_order_relaxed);
+  bool collected = false;
+  if (live + bytes - gExternalAfterCollect.load(std::memory_order_relaxed) > kExternalCollectBytes) {
+    gcCollectNow();
+    collected = true;
+    live = gExternal.load(std::memory_order_relaxed);
+    gExternalAfterCollect.store(live, std::memory_order_relaxed);
+  }
+  if (int64_t limit = int64_t(gcHeapLimit())) {
+    if (!collected && live + bytes + heapInUse() > limit) {   // garbage may be what fills it
+      gcCollectNow();
+      live = gExternal.load(std::memory_order_relaxed);
+      gExternalAfterCollect.store(live, std::memory_order_relaxed);
+    }
+    if (live + bytes + heapInUse() > limit)
+      throwError("memory-error", std::string(who) + ": " + std::to_string(bytes) +
+                                     " more bytes would pass the heap limit (" + std::to_string(limit) +
+                                     " bytes; " + std::to_string(live) + " held by buffers, " +
+                                     std::to_string(heapInUse()) + " by the heap)");
+  }
+  gExternal.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void gcUnchargeExternal(int64_t bytes) { gExternal.fetch_sub(bytes, std::memory_order_relaxed); }
+
+int64_t gcExternalBytes() { return gExternal.load(std::memory_order_relaxed); }
+
 void gcAddGrowingRoots(const void* base, const int64_t* used, size_t unitBytes) {
   GrowingRoots r{base, used, unitBytes};
   GC_call_with_alloc_lock([](void* p) -> void* {

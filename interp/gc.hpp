@@ -31,6 +31,15 @@ size_t gcHeapLimit();
 // is past the heap limit, before the buffer grows that big where no limit applies.
 void checkResultBytes(const char* who, size_t bytes);
 
+// Memory that collectable objects own outside the collected heap (a port's buffers). The
+// collector cannot see it, so a loop that drops such objects would never start a collection;
+// charging it does: past 64 MB charged since the last collection, a charge collects first. With
+// a heap limit, what is charged counts against it beside the heap in use, and a charge that
+// would pass it raises a memory-error naming WHO before the memory is taken.
+void gcChargeExternal(const char* who, int64_t bytes);
+void gcUnchargeExternal(int64_t bytes);
+int64_t gcExternalBytes();
+
 struct GcStats {
   int64_t heapBytes;
   int64_t freeBytes;

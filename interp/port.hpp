@@ -28,6 +28,7 @@ struct PortImpl {
   bool console = false;                             // read more lines from `file` on demand
                                                     // (the process's stdin: Limits::allowProcess)
   int column = 0;                                   // of output, for fresh-line
+  int64_t chargedBytes = 0;                         // buffer and data capacity charged (gcChargeExternal)
 };
 
 struct Port : Object {

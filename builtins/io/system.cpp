@@ -163,11 +163,12 @@ void registerSystem(Registry& r) {
                      entry("peak-tensor-bytes", t.peakCountedBytes), entry("tensor-collections", t.collections),
                      entry("tensor-gc-threshold", t.threshold), entry("tensors-freed-early", t.released),
                      entry("heap-bytes", g.heapBytes), entry("free-bytes", g.freeBytes),
-                     entry("collections", g.collections),
+                     entry("collections", g.collections), entry("buffer-bytes", gcExternalBytes()),
                      entry("interned-symbols", int64_t(internedSymbolCount()))};
     return listFromArray(items, sizeof items / sizeof items[0]);
-  }, "An alist of memory facts: live tensors and their bytes, collections, heap size, interned "
-     "symbols (those a script made are collected once unused).");
+  }, "An alist of memory facts: live tensors and their bytes, collections, heap size, the bytes "
+     "ports hold outside the heap (buffer-bytes), interned symbols (those a script made are "
+     "collected once unused).");
   sandboxAllowed(r, "gc-stats", "global settings: memory counters",
                "reads numbers; changes nothing");
   r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) {

@@ -202,8 +202,9 @@ struct Options {
   std::vector<std::string> commandLine;   // what (command-line) returns
 };
 
-// Process-wide cap on the garbage-collected heap (pairs, vectors, strings; not tensor storage),
-// for hosts running untrusted code: allocations past it fail with a "memory-error". 0: none.
+// Process-wide cap on the garbage-collected heap (pairs, vectors, strings) and the buffers of
+// string and bytevector ports (not tensor storage), for hosts running untrusted code:
+// allocations past it fail with a "memory-error". 0: none.
 void setHeapLimit(std::size_t bytes);
 
 // ---- front ends: the process ---------------------------------------------------------------
