@@ -277,7 +277,7 @@ inline void assign(Interp& in, Node* node, Frame* env) {
   }
   auto* n = static_cast<SetGlobalNode*>(node);
   if (node->op() == Op::SetGlobal && n->cell->value.isUnbound()) {
-    throwError("unbound-variable", "set!: unbound variable " + std::string(symbolName(n->cell->name)),
+    throwError("unbound-variable", "set!: unbound variable",
                listFromArray(&n->cell->name, 1));
   }
   evalIntoSlot(in, n->value, env, n->cell->value);
@@ -1129,8 +1129,7 @@ Value Interp::eval(Node* node, Frame* env) {
         auto* n = static_cast<LocalNode*>(node);
         Value v = frameAt(env, n->depth)->slots[n->index];
         if (v.isUnbound())
-          throwError("unbound-variable", "variable " + std::string(symbolName(n->name)) + " used before its definition",
-                     listFromArray(&n->name, 1));
+          throwError("unbound-variable", "variable " + std::string(symbolName(n->name)) + " used before its definition");
         return shareValue(v);
       }
       case Op::Global: {

@@ -227,7 +227,7 @@ Value expandSyntaxRules(Value spec, Value form, Scope* defScope, Value macroName
     Bindings b;
     if (e.match(cdr(car(rule)), cdr(form), b)) return e.instantiate(cadr(rule), b, false);
   }
-  e.fail("no syntax-rules pattern matches " + toWriteString(stripSyntax(form)));
+  e.fail("no syntax-rules pattern matches");   // the form follows, as the irritant
 }
 
 }  // namespace purple

@@ -172,7 +172,7 @@ class Formatter {
         }
         case 'c': {
           Value ch = next(args, d);
-          if (!ch.isChar()) formatError("~c needs a character, got " + toWriteString(ch), cons(ch, Value::nil()));
+          if (!ch.isChar()) formatError("~c needs a character, got", cons(ch, Value::nil()));
           appendUtf8(out_, ch.character());
           break;
         }
@@ -186,7 +186,7 @@ class Formatter {
           else if (isNumber(v) && d == 'd') s = numberToString(v);
           else if (d == 'd' && numericArg(v, x, exact, ev)) s = numberToString(makeFlonum(x));
           else if (!isNumber(v) && d == 'd') s = toDisplayString(v);
-          else formatError(std::string("~") + d + " needs an exact integer, got " + toWriteString(v), cons(v, Value::nil()));
+          else formatError(std::string("~") + d + " needs an exact integer, got", cons(v, Value::nil()));
           out_ += padLeft(s, params[0], params[1]);
           break;
         }
@@ -198,8 +198,7 @@ class Formatter {
           std::string s;
           if (isString(v)) s = std::string(stringView(v));   // SRFI-48: a string is padded as is
           else if (!numericArg(v, x, exact, ev))
-            formatError(std::string("~") + d + " needs a real number (or a one-element tensor), got " + toWriteString(v),
-                        cons(v, Value::nil()));
+            formatError(std::string("~") + d + " needs a real number (or a one-element tensor), got", cons(v, Value::nil()));
           else if (d == 'f' && !params[1].given)
             s = exact ? numberToString(ev) : std::isfinite(x) ? formatFlonum(x) : printfDouble('f', x, params[1]);
           else s = printfDouble(d, x, params[1]);
@@ -209,8 +208,8 @@ class Formatter {
         case '?': case 'k': {
           Value sub = next(args, d);
           Value subArgs = next(args, d);
-          if (!isString(sub)) formatError("~? needs a format string, got " + toWriteString(sub), cons(sub, Value::nil()));
-          if (!isList(subArgs)) formatError("~? needs a list of arguments, got " + toWriteString(subArgs), cons(subArgs, Value::nil()));
+          if (!isString(sub)) formatError("~? needs a format string, got", cons(sub, Value::nil()));
+          if (!isList(subArgs)) formatError("~? needs a list of arguments, got", cons(subArgs, Value::nil()));
           Value rest = run(stringView(sub), subArgs);
           if (!rest.isNil()) formatError("too many arguments for the format string " + toWriteString(sub), rest);
           break;
@@ -219,8 +218,7 @@ class Formatter {
           out_ += "format directives: ~a ~s ~w ~d ~x ~o ~b ~f ~e ~g ~c ~% ~n ~& ~t ~~ ~? ~y";
           break;
         default:
-          formatError(std::string("unknown directive ~") + fmt[i - 1] + " in " + toWriteString(makeString(fmt)),
-                      cons(makeString(fmt), Value::nil()));
+          formatError(std::string("unknown directive ~") + fmt[i - 1] + " in " + toWriteString(makeString(fmt)));
       }
     }
     return args;

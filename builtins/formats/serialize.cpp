@@ -24,9 +24,9 @@ namespace formats {
   try {
     throw;
   } catch (const FormatError& e) {
-    throwError("file-error", who + ": " + path + ": " + e.what(), cons(makeString(path), Value::nil()));
+    throwError("file-error", who + ": " + path + ": " + e.what());
   } catch (const c10::Error& e) {
-    throwError("file-error", who + ": " + path + ": " + e.what_without_backtrace(), cons(makeString(path), Value::nil()));
+    throwError("file-error", who + ": " + path + ": " + e.what_without_backtrace());
   }
 }
 

@@ -38,7 +38,7 @@ Value field(Value alist, const char* key) {
 }
 
 [[noreturn]] void bad(const std::string& what, Value got) {
-  throwError("type-error", "plot: " + what + ", got " + toWriteString(got), cons(got, Value::nil()));
+  throwError("type-error", "plot: " + what + ", got", cons(got, Value::nil()));
 }
 
 std::string text(Value alist, const char* key) {

@@ -74,7 +74,7 @@ Ref bindings(Interp& in, const Value* argv, int argc, const char* who) {
   Ref dict(PyDict_New());
   for (int i = 0; i < argc; i += 2) {
     if (!isKeyword(argv[i]) || i + 1 >= argc)
-      throwError("error", std::string(who) + ": after the code come :name value pairs, got " + toWriteString(argv[i]),
+      throwError("error", std::string(who) + ": after the code come :name value pairs, got",
                  listFromArray(&argv[i], 1));
     Ref v = pyValue(in, argv[i + 1]);
     if (PyDict_SetItemString(dict.get(), keywordArgumentName(argv[i]).c_str(), v.get()) < 0) throwPythonError(who);

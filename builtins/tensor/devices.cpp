@@ -109,7 +109,7 @@ void registerTensorDevices(Registry& r) {
   r.def("set-num-threads!", "(n)",
         [](int64_t n) {
           requireProcessAccess("set-num-threads!");
-          if (n < 1) throwError("tensor-error", "set-num-threads!: the thread count must be at least 1",
+          if (n < 1) throwError("tensor-error", "set-num-threads!: the thread count must be at least 1, got",
                                 cons(makeInteger(n), Value::nil()));
           at::set_num_threads(int(n));
         },

@@ -2,6 +2,7 @@
 // dim lists, and the number <-> tensor plumbing behind "numbers broadcast".
 #include <ATen/ATen.h>
 #include <ATen/ScalarOps.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
 #include "interp/tensor_value.hpp"
@@ -56,8 +57,7 @@ at::ScalarType scalarTypeFromValue(Value v, std::string_view who) {
   // "torch.float32" is what people copy from Python.
   if (name.rfind("torch.", 0) == 0) return scalarTypeFromValue(makeString(name.substr(6)), who);
   throwError("tensor-error", std::string(who) + ": unknown dtype " + name + " (expected one of " +
-                                 kDtypeChoices + ")",
-             cons(v, Value::nil()));
+                                 kDtypeChoices + ")");
 }
 
 Value scalarTypeToValue(at::ScalarType t) {
@@ -73,7 +73,7 @@ at::Device deviceFromValue(Value v, std::string_view who) {
   std::string name;
   if (v.isFixnum()) {
     // A bare index means a CUDA device, as torch.device(0) does.
-    if (v.fixnum() < 0) throwError("tensor-error", std::string(who) + ": device index must be >= 0", cons(v, Value::nil()));
+    if (v.fixnum() < 0) throwError("tensor-error", std::string(who) + ": device index must be >= 0, got", cons(v, Value::nil()));
     return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(v.fixnum()));
   }
   if (isTensor(v) && tensorOf(v).defined()) return tensorOf(v).device();
@@ -85,8 +85,7 @@ at::Device deviceFromValue(Value v, std::string_view who) {
     return at::Device(name);
   } catch (const c10::Error&) {
     throwError("tensor-error", std::string(who) + ": unknown device \"" + name +
-                                   "\" (expected \"cpu\", \"cuda\" or \"cuda:N\")",
-               cons(v, Value::nil()));
+                                   "\" (expected \"cpu\", \"cuda\" or \"cuda:N\")");
   }
 }
 
@@ -141,8 +140,7 @@ static void rejectKeywords(Value rest, const PrimitiveInfo* info) {
     std::string known;
     for (int k = 0; k < info->nKeys; k++) known += (k ? " :" : ":") + std::string(symbolName(info->keys[k]));
     throwError("arity-error", info->name + ": unknown keyword :" + std::string(symbolName(car(p))) +
-                                  (known.empty() ? std::string() : " (known: " + known + ")"),
-               cons(car(p), Value::nil()));
+                                  (known.empty() ? std::string() : " (known: " + known + ")"));
   }
 }
 
@@ -202,10 +200,27 @@ TensorList Convert<TensorList>::from(Interp& in, Value v, const PrimitiveInfo* i
 
 // ---- options and scalars -------------------------------------------------------------------
 
+// A new tensor's device must exist here. LibTorch's own message for a CUDA tensor without CUDA
+// ("Could not run 'aten::empty.memory_format' with arguments from the 'CUDA' backend ...", then
+// forty dispatch keys) does not say what is wrong.
+static void checkDeviceHere(const at::Device& d) {
+  if (!d.is_cuda()) return;
+  int64_t n = at::hasCUDA() ? int64_t(at::detail::getCUDAHooks().getNumGPUs()) : 0;
+  if (n == 0)
+    throwError("tensor-error", "device \"" + d.str() + "\": no CUDA device is available (this LibTorch has no "
+                               "CUDA, or no GPU is present); see cuda-available?");
+  if (d.has_index() && d.index() >= n)
+    throwError("tensor-error", "device \"" + d.str() + "\": there " + (n == 1 ? "is 1 CUDA device" : "are " +
+                               std::to_string(n) + " CUDA devices") + " (cuda:0 to cuda:" + std::to_string(n - 1) + ")");
+}
+
 at::TensorOptions tensorOptions(std::optional<at::ScalarType> dtype, std::optional<at::Device> device) {
   at::TensorOptions o;
   if (dtype) o = o.dtype(*dtype);
-  if (device) o = o.device(*device);
+  if (device) {
+    checkDeviceHere(*device);
+    o = o.device(*device);
+  }
   return o;
 }
 
@@ -213,7 +228,10 @@ at::TensorOptions likeOptions(const at::Tensor& like, std::optional<at::ScalarTy
                               std::optional<at::Device> device) {
   at::TensorOptions o = like.options().requires_grad(false);
   if (dtype) o = o.dtype(*dtype);
-  if (device) o = o.device(*device);
+  if (device) {
+    checkDeviceHere(*device);
+    o = o.device(*device);
+  }
   return o;
 }
 
