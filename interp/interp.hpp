@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -155,6 +156,10 @@ class Interp {
   // Called first when this interpreter is destroyed: an optional library (the Python bridge)
   // drops what it holds for it.
   std::vector<std::function<void(Interp&)>> onDestroy;
+  // The generator of `random` (builtins/core/numbers.cpp), made on first use. Each interpreter
+  // has its own, so that a sandboxed script's random-seed! cannot make another interpreter's
+  // draws on the same thread predictable.
+  std::shared_ptr<void> randomGenerator;
 
   // ---- libraries (library.cpp) ----
   bool libraryAvailable(Value name);

@@ -97,6 +97,10 @@ Value unaryMath(Value v, TensorUnary op, double (*fn)(double), const char* who) 
 }
 
 std::mt19937_64& rng() {
+  if (Interp* in = Interp::current()) {
+    if (!in->randomGenerator) in->randomGenerator = std::make_shared<std::mt19937_64>(std::random_device{}());
+    return *static_cast<std::mt19937_64*>(in->randomGenerator.get());
+  }
   static thread_local std::mt19937_64 g(std::random_device{}());
   return g;
 }
@@ -341,7 +345,7 @@ void registerNumbers(Registry& r) {
       {"quotient", InlineBuiltin::Quotient}, {"remainder", InlineBuiltin::Remainder}, {"modulo", InlineBuiltin::Modulo},
       {"zero?", InlineBuiltin::ZeroP}};
   for (const auto& [name, op] : inlined) inlineInEvaluator(r.interp(), name, op);
-  r.def("random-seed!", "(seed)", [](int64_t s) { rng().seed(uint64_t(s)); }, "Seeds the generator used by random.");
+  r.def("random-seed!", "(seed)", [](int64_t s) { rng().seed(uint64_t(s)); }, "Seeds the generator used by random. Each interpreter has its own.");
 }
 
 }  // namespace purple

@@ -362,6 +362,16 @@ TEST_CASE("hardening: dropped ports free their buffers, and live ones count agai
             .to<int64_t>() == 20000000);
 }
 
+TEST_CASE("hardening: random-seed! in one interpreter does not steer another's random on the same thread") {
+  purple::Interpreter host;
+  purple::Interpreter sandboxed(purple::Options{purple::Limits::sandbox()});
+  host.eval("(random-seed! 7)");
+  std::string expected = host.eval("(list (random 1000000000) (random 1000000000))").repr();
+  host.eval("(random-seed! 7)");
+  sandboxed.eval("(random-seed! 99) (random 10)");
+  CHECK(host.eval("(list (random 1000000000) (random 1000000000))").repr() == expected);
+}
+
 TEST_CASE("hardening: results gathered outside the collected heap are refused before they grow") {
   // Each of these used to build its whole result in malloc'ed memory first: 60 copies of a
   // 100 MB string took 11 s and 6.6 GB before "string too long"; (string-pad "a" 1500000000)
