@@ -312,6 +312,7 @@ struct Analyzer {
       case Resolved::Global: {
         auto* n = node<GlobalNode>(Op::Global);
         n->cell = r.cell;
+        n->pos = pos;   // for "unbound variable", which has no call record to point at the line
         return n;
       }
       default:

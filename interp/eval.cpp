@@ -71,8 +71,12 @@ inline void recordClosureCall(Interp::CallRecord* rec, AppNode* app, Value fn) {
   }
 }
 
-[[noreturn]] void unboundVariable(GlobalCell* cell) {
-  throwError("unbound-variable", "unbound variable: " + std::string(symbolName(cell->name)));
+// A reference is not a call, so no backtrace line shows where it is: the message does, as a
+// syntax error's does.
+[[noreturn]] void unboundVariable(const GlobalNode* n) {
+  std::string where = sourcePosText(n->pos);
+  throwError("unbound-variable", (where.empty() ? "" : where + ": ") + "unbound variable: " +
+                                     std::string(symbolName(n->cell->name)));
 }
 
 inline Frame* heapFrame(uint32_t size, Frame* parent) {
@@ -159,7 +163,7 @@ __attribute__((always_inline)) inline Value evalSimple(Interp& in, Node* n, Fram
     case Op::Local1: return shareValue(env->parent->slots[static_cast<LocalNode*>(n)->index]);
     case Op::Global: {
       auto* cell = static_cast<GlobalNode*>(n)->cell;
-      if (cell->value.isUnbound()) unboundVariable(cell);
+      if (cell->value.isUnbound()) unboundVariable(static_cast<GlobalNode*>(n));
       return shareValue(cell->value);
     }
     default:
@@ -1134,7 +1138,7 @@ Value Interp::eval(Node* node, Frame* env) {
       }
       case Op::Global: {
         auto* cell = static_cast<GlobalNode*>(node)->cell;
-        if (cell->value.isUnbound()) unboundVariable(cell);
+        if (cell->value.isUnbound()) unboundVariable(static_cast<GlobalNode*>(node));
         return shareValue(cell->value);
       }
       case Op::SetLocal:
@@ -1277,7 +1281,7 @@ Value Interp::eval(Node* node, Frame* env) {
             return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
           return callPrimitiveApp(*this, app, fn, env);
         } else if (fn.isUnbound() && app->fn->op() == Op::Global) {
-          unboundVariable(static_cast<GlobalNode*>(app->fn)->cell);
+          unboundVariable(static_cast<GlobalNode*>(app->fn));
         }
         alignas(Value) char argvStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
         Value* argv = argc <= kInlineSlots ? reinterpret_cast<Value*>(argvStore)

@@ -295,7 +295,7 @@ Value Interp::raiseContinuable(Value payload) {
 
 // ---- backtraces and error reports ------------------------------------------------------------
 
-static std::string formatPos(const SourcePos& p) {
+std::string sourcePosText(const SourcePos& p) {
   if (p.line <= 0) return "";
   std::string file = isString(p.file) ? std::string(stringView(p.file)) : "<input>";
   return file + ":" + std::to_string(p.line) + ":" + std::to_string(p.col);
@@ -332,7 +332,7 @@ struct TraceLine {
 
 TraceLine traceLine(const Node* node, Value proc) {
   auto* app = static_cast<const AppNode*>(node);
-  std::string where = formatPos(app->pos);
+  std::string where = sourcePosText(app->pos);
   bool prelude = app->flags & kAppInPrelude;
   std::string text = "  in " + calleeName(app, proc) + (where.empty() ? "" : " at " + where);
   if (prelude) text += " [prelude]";

@@ -18,6 +18,7 @@ struct Node;
 struct LambdaNode;
 struct Scope;
 struct SourcePos { Value file; int line = 0; int col = 0; };   // file: string or #f
+std::string sourcePosText(const SourcePos& p);                   // "file:line:col", or "" when unknown
 
 // Where a piece of code came from: the reader records positions of pairs in this table while
 // one form is read, and the analyzer consults it while the same form is compiled.

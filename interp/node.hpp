@@ -19,7 +19,7 @@ struct Node : Object {
 
 struct ConstNode : Node { Value value; };
 struct LocalNode : Node { uint32_t depth, index; Value name; };
-struct GlobalNode : Node { GlobalCell* cell; };
+struct GlobalNode : Node { GlobalCell* cell; SourcePos pos; };   // pos: of the innermost form around it
 struct SetLocalNode : Node { uint32_t depth, index; Node* value; };
 struct SetGlobalNode : Node { GlobalCell* cell; Node* value; };   // also DefineGlobal
 struct IfNode : Node { Node* test; Node* then; Node* otherwise; };

@@ -23,6 +23,14 @@ check "stdout before the error" "$(grep -qx ok "$tmp/out"; echo $?)" "$(cat "$tm
 check "error names the position" "$(grep -q "err.purple:2:1" "$tmp/err"; echo $?)" "$(cat "$tmp/err")"
 check "error message" "$(grep -q "car: argument 1 must be a pair" "$tmp/err"; echo $?)" "$(cat "$tmp/err")"
 
+# a reference is not a call: the message itself names where the unbound name is used
+printf '(define (f x)\n  (+ x (g x)))\n(define (h) (* 2 undefined-thing))\n(display (guard (e (#t 0)) (f 1)))\n(h)\n' > "$tmp/unbound.purple"
+"$purple" "$tmp/unbound.purple" > "$tmp/out" 2> "$tmp/err"
+check "an unbound variable names its position" "$(grep -q "unbound.purple:3:13: unbound variable: undefined-thing" "$tmp/err"; echo $?)" "$(cat "$tmp/err")"
+check "... and the caller's" "$(grep -q "in h at .*unbound.purple:5:1" "$tmp/err"; echo $?)" "$(cat "$tmp/err")"
+"$purple" -e '(begin (define (f x) (+ x (g x))) (f 1))' > "$tmp/out" 2> "$tmp/err"
+check "an unbound operator names its position" "$(grep -q "<command line>:1:27: unbound variable: g" "$tmp/err"; echo $?)" "$(cat "$tmp/err")"
+
 printf '#!/usr/bin/env purple\n(display (command-line))\n' > "$tmp/args.purple"
 out=$("$purple" "$tmp/args.purple" a b); check "#! line and command-line" "$([ "$out" = "($tmp/args.purple a b)" ]; echo $?)" "got '$out'"
 
