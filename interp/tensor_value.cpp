@@ -22,7 +22,8 @@ std::atomic<int64_t> gBytes{0};
 std::atomic<int64_t> gPeak{0};
 std::atomic<int64_t> gCollections{0};
 std::atomic<int64_t> gReleased{0};
-std::atomic<int64_t> gBytesAfterCollect{0};
+std::atomic<int64_t> gBytesAfterCollect{0};   // counted + held bytes after the last collection
+std::atomic<int64_t> gHeld{0};                // chargeHeldStorage
 std::atomic<int64_t> gThreshold{[] {
   const char* env = std::getenv("PURPLE_TENSOR_GC_THRESHOLD");
   int64_t v = env ? std::atoll(env) : 0;
@@ -95,7 +96,8 @@ int64_t freshStorageBytes(const at::Tensor& t) {
 void collectForTensors() {
   gcCollectNow();
   gCollections.fetch_add(1, std::memory_order_relaxed);
-  gBytesAfterCollect.store(gBytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  gBytesAfterCollect.store(gBytes.load(std::memory_order_relaxed) + gHeld.load(std::memory_order_relaxed),
+                           std::memory_order_relaxed);
 }
 }  // namespace
 
@@ -108,7 +110,7 @@ namespace {
 int64_t chargeFreshStorage(const at::Tensor& t, int64_t replacing = 0) {
   int64_t bytes = freshStorageBytes(t);
   if (bytes > 0) {
-    int64_t total = gBytes.load(std::memory_order_relaxed) + bytes - replacing;
+    int64_t total = gBytes.load(std::memory_order_relaxed) + gHeld.load(std::memory_order_relaxed) + bytes - replacing;
     if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
       collectForTensors();
     checkTensorBudget(t);
@@ -237,8 +239,19 @@ void releaseTensor(Value v) {
 }
 
 TensorMemoryStats tensorMemoryStats() {
-  return TensorMemoryStats{gLive.load(), gBytes.load(), gPeak.load(), gCollections.load(), gThreshold.load(), gReleased.load()};
+  return TensorMemoryStats{gLive.load(), gBytes.load(), gPeak.load(), gCollections.load(), gThreshold.load(), gReleased.load(),
+                           gHeld.load()};
 }
+
+void chargeHeldStorage(int64_t bytes) {
+  if (bytes <= 0) return;
+  int64_t total = gBytes.load(std::memory_order_relaxed) + gHeld.load(std::memory_order_relaxed) + bytes;
+  if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
+    collectForTensors();
+  gHeld.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void unchargeHeldStorage(int64_t bytes) { gHeld.fetch_sub(bytes, std::memory_order_relaxed); }
 
 void setTensorCollectThreshold(int64_t bytes) { gThreshold.store(bytes > 0 ? bytes : int64_t(1) << 20); }
 

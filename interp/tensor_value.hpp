@@ -54,8 +54,14 @@ struct TensorMemoryStats {
   int64_t collections;
   int64_t threshold;
   int64_t released;               // cells emptied early (tensor-free!, temporaries)
+  int64_t heldBytes;              // chargeHeldStorage
 };
 TensorMemoryStats tensorMemoryStats();
 void setTensorCollectThreshold(int64_t bytes);
+// Storage a value holds through a C++ object instead of tensor cells (a module's parameters and
+// buffers, builtins/nn/modules.cpp). It counts toward the collection threshold as fresh tensor
+// storage does, so that dropped modules are collected, but toward no budget. Charging may collect.
+void chargeHeldStorage(int64_t bytes);
+void unchargeHeldStorage(int64_t bytes);
 
 }  // namespace purple

@@ -162,6 +162,7 @@ void registerSystem(Registry& r) {
     Value items[] = {entry("live-tensors", t.liveTensors), entry("tensor-bytes", t.countedBytes),
                      entry("peak-tensor-bytes", t.peakCountedBytes), entry("tensor-collections", t.collections),
                      entry("tensor-gc-threshold", t.threshold), entry("tensors-freed-early", t.released),
+                     entry("module-bytes", t.heldBytes),
                      entry("heap-bytes", g.heapBytes), entry("free-bytes", g.freeBytes),
                      entry("collections", g.collections), entry("buffer-bytes", gcExternalBytes()),
                      entry("interned-symbols", int64_t(internedSymbolCount()))};
