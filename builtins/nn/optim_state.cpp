@@ -12,6 +12,7 @@
 #include <fstream>
 #include <gc/gc_allocator.h>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include "interp/sandbox.hpp"
 
@@ -149,10 +150,13 @@ GroupField fixedOption(std::string name, Value value, bool mustMatch) {
 
 namespace {
 
+// Every interpreter reads the table, from any thread. It is written only while the layouts are
+// registered, once per process; map insertion leaves the entries already read in place.
 std::map<std::string, OptimizerLayout>& layouts() {
   static std::map<std::string, OptimizerLayout> table;
   return table;
 }
+std::mutex gLayoutsLock;
 
 // LibTorch keys its state map by the parameter's TensorImpl: a string in 1.13, a pointer later.
 template <class Map>
@@ -256,6 +260,7 @@ void builtinLayouts() {
 const OptimizerLayout* findLayout(const std::string& kind) {
   static bool ready = (builtinLayouts(), true);
   (void)ready;
+  std::lock_guard<std::mutex> lock(gLayoutsLock);
   auto it = layouts().find(kind);
   return it == layouts().end() ? nullptr : &it->second;
 }
@@ -309,7 +314,8 @@ std::vector<Value> sequence(Value v, const std::string& who, const char* what) {
 
 void registerOptimizerLayout(OptimizerLayout layout) {
   std::string kind = layout.kind;
-  layouts()[kind] = std::move(layout);
+  std::lock_guard<std::mutex> lock(gLayoutsLock);
+  layouts().insert_or_assign(kind, std::move(layout));
 }
 
 void beforeOptimizerStep(OptimizerObj* o) {

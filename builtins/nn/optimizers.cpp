@@ -15,6 +15,7 @@
 #include <c10/util/StringUtil.h>
 #include <torch/serialize/archive.h>
 #include <cmath>
+#include <mutex>
 #include <type_traits>
 
 namespace purple {
@@ -456,7 +457,11 @@ void registerStateLayouts() {
 }  // namespace
 
 void registerOptimizers(Registry& r) {
-  registerStateLayouts();
+  // Once per process: every interpreter registered them again, and interpreters made on several
+  // threads at once wrote the shared table together (heap corruption in
+  // hardening/interpreter-churn, about one run in 60 with other tests beside it).
+  static std::once_flag layoutsRegistered;
+  std::call_once(layoutsRegistered, registerStateLayouts);
   r.def("nadam",
         "(params :key (lr 2e-3) (betas '(0.9 0.999)) (eps 1e-8) (weight-decay 0.0) (momentum-decay 4e-3) "
         "(decoupled-weight-decay #f) (auto-zero-grad #t))",
