@@ -166,10 +166,7 @@ int64_t heapInUse() { return int64_t(GC_get_heap_size()) - int64_t(GC_get_free_b
 }  // namespace
 
 void gcChargeExternal(const char* who, int64_t bytes) {
-  if (bytes <= 0) {
-    if (bytes < 0) gcUnchargeExternal(-bytes);
-    return;
-  }
+  if (bytes <= 0) return;
   int64_t live = gExternal.load(std::memory_order_relaxed);
   bool collected = false;
   if (live + bytes - gExternalAfterCollect.load(std::memory_order_relaxed) > kExternalCollectBytes) {

@@ -43,6 +43,7 @@ void noteTensorFreedUnboxed();
 at::ScalarType scalarTypeFromValue(Value v, std::string_view who);   // 'float32, "float32", ...
 Value scalarTypeToValue(at::ScalarType t);                           // -> symbol
 at::Device deviceFromValue(Value v, std::string_view who);           // "cpu", "cuda:1", 'cuda
+void checkDeviceAvailable(const at::Device& d);                      // a tensor can be made there
 Value deviceToValue(const at::Device& d);                            // -> string
 Value scalarToValue(const at::Scalar& s);
 

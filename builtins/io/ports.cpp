@@ -60,7 +60,7 @@ Value makePort(PortImpl* impl) {
 }
 
 Value makeStringInputPort(std::string_view text) {
-  gcChargeExternal("open-input-string", int64_t(text.size()));   // refused before the copy
+  gcChargeExternal("input port", int64_t(text.size()));   // refused before the copy
   auto* impl = new PortImpl();
   impl->chargedBytes = int64_t(text.size());
   impl->input = true;

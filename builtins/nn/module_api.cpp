@@ -350,6 +350,7 @@ void nnlayer::registerModuleApi(Registry& r) {
           }
           if (!device.isMissing() && !device.isFalse()) dev = deviceFromValue(device, "module-to");
           if (!dtype.isMissing() && !dtype.isFalse()) st = scalarTypeFromValue(dtype, "module-to");
+          if (dev) checkDeviceAvailable(*dev);
           if (dev && st) m->to(*dev, *st, nonBlocking);
           else if (dev) m->to(*dev, nonBlocking);
           else if (st) m->to(*st, nonBlocking);

@@ -30,9 +30,7 @@ at::Tensor convertTo(const at::Tensor& x, std::optional<at::ScalarType> dtype, s
   at::ScalarType st = dtype ? *dtype : x.scalar_type();
   at::Device dev = device ? *device : x.device();
   // LibTorch's own message for this ("not linked with support for cuda devices") reads like a bug.
-  if (dev.is_cuda() && !x.is_cuda() && cudaDeviceCount() == 0)
-    throwError("tensor-error", "tensor-to: no CUDA device is available (this LibTorch has no CUDA, or no GPU "
-                               "is present); see cuda-available?");
+  checkDeviceAvailable(dev);
   return x.to(dev, st, nonBlocking, copy);
 }
 

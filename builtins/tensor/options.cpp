@@ -203,7 +203,7 @@ TensorList Convert<TensorList>::from(Interp& in, Value v, const PrimitiveInfo* i
 // A new tensor's device must exist here. LibTorch's own message for a CUDA tensor without CUDA
 // ("Could not run 'aten::empty.memory_format' with arguments from the 'CUDA' backend ...", then
 // forty dispatch keys) does not say what is wrong.
-static void checkDeviceHere(const at::Device& d) {
+void checkDeviceAvailable(const at::Device& d) {
   if (!d.is_cuda()) return;
   int64_t n = at::hasCUDA() ? int64_t(at::detail::getCUDAHooks().getNumGPUs()) : 0;
   if (n == 0)
@@ -218,7 +218,7 @@ at::TensorOptions tensorOptions(std::optional<at::ScalarType> dtype, std::option
   at::TensorOptions o;
   if (dtype) o = o.dtype(*dtype);
   if (device) {
-    checkDeviceHere(*device);
+    checkDeviceAvailable(*device);
     o = o.device(*device);
   }
   return o;
@@ -229,7 +229,7 @@ at::TensorOptions likeOptions(const at::Tensor& like, std::optional<at::ScalarTy
   at::TensorOptions o = like.options().requires_grad(false);
   if (dtype) o = o.dtype(*dtype);
   if (device) {
-    checkDeviceHere(*device);
+    checkDeviceAvailable(*device);
     o = o.device(*device);
   }
   return o;
