@@ -22,6 +22,17 @@ packages=(
   # the Python bridge and the Python packages its tests drive
   libpython3-dev python3-torchvision python3-sklearn python3-matplotlib
 )
+# What differs between Debian releases, by /etc/os-release's VERSION_CODENAME: Debian 12
+# (bookworm: LibTorch 1.13, Python 3.11, xeus 2.4) and Debian 13 (trixie: LibTorch 2.6, Python
+# 3.13, xeus 5, whose ZeroMQ server is the separate xeus-zmq). The generic names above (libpython3-dev,
+# python3-torch, libprotobuf-dev ...) follow each release's default versions.
+codename=$( . /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}" )
+case "$codename" in
+  bookworm|"") ;;
+  trixie) packages+=(xeus-zmq-dev) ;;
+  *) echo "install-deps.sh: Debian '$codename' is untested (Purple is tested on bookworm and trixie); using trixie's names" >&2
+     packages+=(xeus-zmq-dev) ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
