@@ -1,6 +1,6 @@
 // `purple-kernel -f CONNECTION_FILE`: the Jupyter kernel, started by Jupyter from the kernelspec
-// that `purple --install-kernel` writes. xeus (Debian's 2.4, with its own ZeroMQ server) speaks
-// the protocol; Purple runs on the main thread switched to a big stack, as in the `purple`
+// that `purple --install-kernel` writes. xeus speaks the protocol (Debian 12's 2.4, with its own ZeroMQ server;
+// Debian 13's 5.x, with xeus-zmq's); Purple runs on the main thread switched to a big stack, as in the `purple`
 // command, so deep recursion ends in Purple's depth limit.
 //
 // Interrupts: Jupyter sends SIGINT (interrupt_mode "signal"). It is blocked in every thread and
@@ -8,10 +8,18 @@
 // the interpreter to stop at its next safe point.
 #include "kernel/purple_kernel.hpp"
 
+#include <xeus/xeus.hpp>   // XEUS_VERSION_MAJOR
 #include <xeus/xhelper.hpp>
 #include <xeus/xkernel.hpp>
 #include <xeus/xkernel_configuration.hpp>
+#if XEUS_VERSION_MAJOR >= 5
+// xeus 5 (Debian 13): the ZeroMQ server and context are the separate xeus-zmq library.
+#include <xeus-zmq/xserver_zmq.hpp>
+#include <xeus-zmq/xzmq_context.hpp>
+#include <xeus/xsystem.hpp>
+#else
 #include <xeus/xserver_zmq.hpp>
+#endif
 
 #include <csignal>
 #include <cstdio>
@@ -45,9 +53,14 @@ int main(int argc, char* argv[]) {
         int sig = 0;
         while (sigwait(&interrupts, &sig) == 0) purpleKernel->interruptIfRunning();
       }).detach();
+#if XEUS_VERSION_MAJOR >= 5
+      xeus::xkernel kernel(config, xeus::get_user_name(), xeus::make_zmq_context(), std::move(interpreter),
+                           xeus::make_xserver_default);
+#else
       auto context = xeus::make_context<zmq::context_t>();
       xeus::xkernel kernel(config, xeus::get_user_name(), std::move(context), std::move(interpreter),
                            xeus::make_xserver_zmq);
+#endif
       kernel.start();   // returns after a shutdown request
       // The signal thread still refers to the kernel, and LibTorch's ~285 libraries need no
       // destructors: leave at once.

@@ -143,8 +143,19 @@ nl::json PurpleKernel::evaluateUserExpressions(const nl::json& expressions) {
   return out;
 }
 
+#if XEUS_VERSION_MAJOR >= 5
+void PurpleKernel::execute_request_impl(send_reply_callback cb, int executionCount, const std::string& code,
+                                        xeus::execute_request_config config, nl::json userExpressions) {
+  cb(execute(executionCount, code, config.silent, std::move(userExpressions)));
+}
+#else
 nl::json PurpleKernel::execute_request_impl(int executionCount, const std::string& code, bool silent, bool,
                                             nl::json userExpressions, bool) {
+  return execute(executionCount, code, silent, std::move(userExpressions));
+}
+#endif
+
+nl::json PurpleKernel::execute(int executionCount, const std::string& code, bool silent, nl::json userExpressions) {
   if (blank(code)) return xeus::create_successful_reply(nl::json::array(), evaluateUserExpressions(userExpressions));
   auto publish = [this, silent](const std::string& name, const std::string& text) {
     if (!silent) publish_stream(name, text);

@@ -21,8 +21,16 @@ class PurpleKernel final : public xeus::xinterpreter {
 
  private:
   void configure_impl() override;
+  // xeus 5 (Debian 13) hands the reply to a callback and groups the flags in a struct; xeus 2.4
+  // (Debian 12) returns it. Both run execute().
+#if XEUS_VERSION_MAJOR >= 5
+  void execute_request_impl(send_reply_callback cb, int execution_counter, const std::string& code,
+                            xeus::execute_request_config config, nl::json user_expressions) override;
+#else
   nl::json execute_request_impl(int execution_counter, const std::string& code, bool silent, bool store_history,
                                 nl::json user_expressions, bool allow_stdin) override;
+#endif
+  nl::json execute(int executionCount, const std::string& code, bool silent, nl::json userExpressions);
   nl::json complete_request_impl(const std::string& code, int cursor_pos) override;
   nl::json inspect_request_impl(const std::string& code, int cursor_pos, int detail_level) override;
   nl::json is_complete_request_impl(const std::string& code) override;
