@@ -30,17 +30,21 @@ void printObject(std::string& out, Value v, bool) {
     out += "#<py object>";
     return;
   }
-  PyGILState_STATE g = PyGILState_Ensure();
-  Ref r(PyObject_Repr(o));
   std::string text;
-  if (r) {
-    Py_ssize_t n = 0;
-    const char* s = PyUnicode_AsUTF8AndSize(r.get(), &n);
-    if (s) text.assign(s, size_t(n));
-  }
-  if (PyErr_Occurred()) {
-    PyErr_Clear();
-    text = std::string(Py_TYPE(o)->tp_name) + " (repr failed)";
+  PyGILState_STATE g = PyGILState_Ensure();
+  {
+    // The repr string is dropped inside this block, while the GIL is still held: a Ref that
+    // outlives PyGILState_Release decrefs without the GIL (a crash on Python 3.13).
+    Ref r(PyObject_Repr(o));
+    if (r) {
+      Py_ssize_t n = 0;
+      const char* s = PyUnicode_AsUTF8AndSize(r.get(), &n);
+      if (s) text.assign(s, size_t(n));
+    }
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      text = std::string(Py_TYPE(o)->tp_name) + " (repr failed)";
+    }
   }
   PyGILState_Release(g);
   out += "#<py ";
