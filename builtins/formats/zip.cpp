@@ -48,6 +48,12 @@ ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) 
   }
   if (eocd == UINT64_MAX) fail("not a zip archive, or truncated (no end-of-central-directory record)");
   uint64_t count = u16(d + eocd + 10), cdSize = u32(d + eocd + 12), cdOffset = u32(d + eocd + 16);
+  // One archive on one disk, as torch.save writes and torch.load (miniz) insists on: a disk
+  // number other than 0 is corruption (miniz also accepts 1 and 1, which some writers put there).
+  uint16_t thisDisk = u16(d + eocd + 4), cdDisk = u16(d + eocd + 6);
+  if ((thisDisk | cdDisk) != 0 && !(thisDisk == 1 && cdDisk == 1))
+    fail("corrupt end-of-central-directory record (it names disks " + std::to_string(thisDisk) + " and " +
+         std::to_string(cdDisk) + "; split archives are not read)");
   if (count == 0xFFFF || cdSize == 0xFFFFFFFF || cdOffset == 0xFFFFFFFF) {
     if (eocd < 20 || u32(d + eocd - 20) != 0x07064b50) fail("zip64 archive without its zip64 locator (truncated or corrupt)");
     uint64_t z = u64(d + eocd - 20 + 8);
@@ -69,6 +75,10 @@ ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) 
     e.size = u32(d + p + 24);
     uint16_t nameLen = u16(d + p + 28), extraLen = u16(d + p + 30), commentLen = u16(d + p + 32);
     e.headerOffset = u32(d + p + 42);
+    uint16_t disk = u16(d + p + 34);
+    if (disk != thisDisk && disk != 1)
+      fail("corrupt central directory entry " + std::to_string(i) + " (it starts on disk " + std::to_string(disk) +
+           "; split archives are not read)");
     if (p + 46 + nameLen + extraLen + commentLen > end) fail("corrupt central directory entry " + std::to_string(i));
     e.name.assign(reinterpret_cast<const char*>(d + p + 46), nameLen);
     // zip64 extra field: the 64-bit values of the fields set to 0xFFFFFFFF, in this order.
