@@ -3,8 +3,8 @@
 // same way, with or without arch_prctl's AMX permission). Capping oneDNN at AVX512_CORE_BF16 keeps
 // bf16 on the vector units. oneDNN reads the variable lazily at its first primitive, so setting it
 // when libpurple loads is early enough for the CLI and for embedding hosts. A value the user set is
-// kept, and LibTorch 2.x (oneDNN 3.x) is left alone.
-#include <torch/version.h>
+// kept, and LibTorch 2.x (oneDNN 3.x, whose AMX kernels run) is left alone (torch_compat.hpp, 10.).
+#include "interp/torch_compat.hpp"
 
 #include <cstdlib>
 
@@ -13,9 +13,7 @@ namespace {
 
 struct OneDnnIsaCap {
   OneDnnIsaCap() {
-#if TORCH_VERSION_MAJOR < 2
-    setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", /*overwrite=*/0);
-#endif
+    if (compat::kCapOneDnnBelowAmx) setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", /*overwrite=*/0);
   }
 };
 

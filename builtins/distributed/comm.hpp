@@ -15,8 +15,8 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-#include <torch/version.h>
-#if TORCH_VERSION_MAJOR >= 2
+#include "interp/torch_compat.hpp"
+#if PURPLE_C10D_BACKENDS   // torch_compat.hpp, 9.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
 #include <chrono>
@@ -26,7 +26,7 @@
 
 namespace purple::dist {
 
-#if TORCH_VERSION_MAJOR >= 2
+#if PURPLE_C10D_BACKENDS   // torch_compat.hpp, 9.
 using Comm = c10d::Backend;
 #else
 using Comm = c10d::ProcessGroup;

@@ -5,9 +5,11 @@
 //         group k (the world is 0) uses PrefixStore("<k>", store); after constructing its backend,
 //         every rank joins the store-based barrier "store_based_barrier_key:<k+1>", then sets
 //         the group's sequence number.
-//   2.x:  group k uses PrefixStore("cpu/" or "cuda/", PrefixStore("<k>/", store)); the sequence
-//         number is set right after construction; the barrier key is "...:<k>" with a
-//         ":last_worker" key, and the world's barrier runs only when TORCH_DIST_INIT_BARRIER=1.
+//   2.x:  the world uses PrefixStore("cpu/" or "cuda/", PrefixStore("0/", store)), and group k
+//         the same with "<k>/" nested under the world's "0/"; the sequence number is set right
+//         after construction; the barrier key is "...:<k>" with a ":last_worker" key (a
+//         sub-group's in the world's "0/" store), and barriers run only when
+//         TORCH_DIST_INIT_BARRIER=1. The TCP store is the classic one, not libuv's.
 //
 // Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) every rank is a client and
 // keys live under "/worker/attempt_<restart count>", as in Python.
@@ -19,6 +21,7 @@
 // than at the timeout. Once the backend is connected every rank has published, so whether all
 // ranks are Purple processes is known exactly; only then are collectives checked (fingerprint.cpp).
 #include "builtins/distributed/rendezvous.hpp"
+#include "interp/torch_compat.hpp"
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -70,6 +73,7 @@ StorePtr connectTcp(const InitRequest& r, bool serve, bool countIn, std::string_
   opts.waitWorkers = countIn;
   opts.timeout = r.timeout;
   opts.multiTenant = true;
+  compat::tcpStoreWithoutLibuv(opts);
   try {
     return c10::make_intrusive<c10d::TCPStore>(r.host, opts);
   } catch (const std::exception& e) {
@@ -135,22 +139,28 @@ class MisconfigurationWatch {
 
 std::string groupName(int index) { return std::to_string(index); }
 
+// The store a group's backend talks through (the layouts are compat::kDistProtocol2's comment).
 StorePtr groupStore(const StorePtr& base, int index, const std::string& backend) {
-#if TORCH_VERSION_MAJOR >= 2
-  auto named = c10::make_intrusive<c10d::PrefixStore>(groupName(index) + "/", base);
-  return c10::make_intrusive<c10d::PrefixStore>(backend == "nccl" ? "cuda/" : "cpu/", named);
-#else
-  (void)backend;
-  return c10::make_intrusive<c10d::PrefixStore>(groupName(index), base);
-#endif
+  if constexpr (compat::kDistProtocol2) {
+    StorePtr parent = index == 0 ? base : StorePtr(c10::make_intrusive<c10d::PrefixStore>(groupName(0) + "/", base));
+    auto named = c10::make_intrusive<c10d::PrefixStore>(groupName(index) + "/", parent);
+    return c10::make_intrusive<c10d::PrefixStore>(backend == "nccl" ? "cuda/" : "cpu/", named);
+  } else {
+    (void)backend;
+    return c10::make_intrusive<c10d::PrefixStore>(groupName(index), base);
+  }
+}
+
+// The store a group's store-based barrier counts in: the job's store for the world, and for a
+// sub-group the world's own store (2.x's "0/"; 1.13 used the job's store for all).
+StorePtr barrierStore(const StorePtr& base, int index) {
+  if (compat::kDistProtocol2 && index != 0) return c10::make_intrusive<c10d::PrefixStore>(groupName(0) + "/", base);
+  return base;
 }
 
 std::string barrierKey(int index) {
-#if TORCH_VERSION_MAJOR >= 2
-  return "store_based_barrier_key:" + groupName(index);
-#else
+  if constexpr (compat::kDistProtocol2) return "store_based_barrier_key:" + groupName(index);
   return "store_based_barrier_key:" + std::to_string(index + 1);   // Python 1.13 counts after creating
-#endif
 }
 
 // Python's _store_based_barrier, in the form both versions accept: count in; the last to arrive
@@ -234,13 +244,14 @@ CommPtr constructWatched(const std::string& backend, StorePtr store, int rank, i
   return shared->comm;
 }
 
-bool initBarrierForWorld() {
-#if TORCH_VERSION_MAJOR >= 2
-  const char* v = std::getenv("TORCH_DIST_INIT_BARRIER");
-  return v && std::string(v) == "1";
-#else
+// Whether groups end in a store-based barrier: always in 1.13; in 2.x only with
+// TORCH_DIST_INIT_BARRIER=1, as Python reads it (for the world and for new groups alike).
+bool initBarrierWanted() {
+  if constexpr (compat::kDistProtocol2) {
+    const char* v = std::getenv("TORCH_DIST_INIT_BARRIER");
+    return v && std::string(v) == "1";
+  }
   return true;
-#endif
 }
 
 void setSequenceNumber(const CommPtr& comm, std::string_view who) {
@@ -257,13 +268,9 @@ CommPtr formGroup(const StorePtr& base, int index, const std::string& backend, i
                   bool barrier, std::chrono::milliseconds timeout, MisconfigurationWatch* watch, std::string_view who) {
   CommPtr comm;
   if (rank >= 0) comm = constructWatched(backend, groupStore(base, index, backend), rank, size, timeout, watch, who);
-#if TORCH_VERSION_MAJOR >= 2
-  if (comm) setSequenceNumber(comm, who);
-  if (barrier) storeBarrier(base, index, barrierCount, timeout, watch, who);
-#else
-  if (barrier) storeBarrier(base, index, barrierCount, timeout, watch, who);
-  if (comm) setSequenceNumber(comm, who);
-#endif
+  if (compat::kDistProtocol2 && comm) setSequenceNumber(comm, who);
+  if (barrier) storeBarrier(barrierStore(base, index), index, barrierCount, timeout, watch, who);
+  if (!compat::kDistProtocol2 && comm) setSequenceNumber(comm, who);
   return comm;
 }
 
@@ -296,7 +303,7 @@ GroupPtr initWorld(const InitRequest& r, std::string_view who) {
 
   MisconfigurationWatch watch(watchStore, r.rank, r.worldSize, std::string(who));
   watch.poll();   // the ranks already there
-  CommPtr comm = formGroup(store, 0, r.backend, r.rank, r.worldSize, r.worldSize, initBarrierForWorld(), r.timeout,
+  CommPtr comm = formGroup(store, 0, r.backend, r.rank, r.worldSize, r.worldSize, initBarrierWanted(), r.timeout,
                            watchStore ? &watch : nullptr, who);
 
   std::vector<std::string> markers;
@@ -337,7 +344,8 @@ GroupPtr newGroup(std::vector<int> ranks, const std::string& backend, std::chron
   g->checked = worldGroup.checked;
   for (size_t k = 0; k < ranks.size(); k++)
     if (ranks[k] == worldGroup.rank) g->rank = int(k);
-  g->comm = formGroup(w.store, index, backend, g->rank, g->size, worldGroup.size, true, timeout, nullptr, who);
+  g->comm = formGroup(w.store, index, backend, g->rank, g->size, worldGroup.size, initBarrierWanted(), timeout, nullptr,
+                      who);
   w.groups.push_back(g);
   return g;
 }

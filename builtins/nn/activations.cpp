@@ -2,6 +2,7 @@
 // learnable slope, LibTorch's layer), identity, softmax and log-softmax, and the other activations
 // PyTorch has as modules (leaky-relu, elu, selu, silu, mish, softplus, hardtanh, relu6 ...).
 #include "builtins/nn/layer.hpp"
+#include "interp/torch_compat.hpp"
 #include "builtins/builtins.hpp"
 
 namespace purple {
@@ -145,7 +146,7 @@ void registerActivations(Registry& r) {
       {"mish", "Mish", {}, {},
        [](const at::Tensor& x, const std::vector<double>&) { return at::mish(x); },
        "(mish) makes a Mish module: x tanh(softplus(x)); (mish x) applies it."},
-      {"softplus", "Softplus", {{"beta", 1}, {"threshold", 20}}, {true, true},
+      {"softplus", "Softplus", {{"beta", 1}, {"threshold", 20}}, {compat::kSoftplusIntDefaults, compat::kSoftplusIntDefaults},
        [](const at::Tensor& x, const std::vector<double>& o) { return at::softplus(x, o[0], o[1]); },
        "(softplus [beta 1] [threshold 20]) makes a Softplus module: log(1 + e^(beta x)) / beta, linear above "
        "threshold; (softplus x [beta threshold]) applies it."},

@@ -16,7 +16,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/version.h>
+#include "interp/torch_compat.hpp"
 #include "builtins/nn/optim.hpp"
 #include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
@@ -33,44 +33,13 @@ namespace purple {
 
 namespace {
 
-#define PURPLE_TORCH_AT_LEAST(maj, min) \
-  (TORCH_VERSION_MAJOR > (maj) || (TORCH_VERSION_MAJOR == (maj) && TORCH_VERSION_MINOR >= (min)))
 
-// ---- autocast state, by device type, across LibTorch versions -----------------------------------------
+// ---- autocast state, by device type (torch_compat.hpp, 11.) ------------------------------------------
 
-bool autocastEnabled(at::DeviceType d) {
-#if PURPLE_TORCH_AT_LEAST(2, 4)
-  return at::autocast::is_autocast_enabled(d);
-#else
-  return d == at::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
-#endif
-}
-
-void setAutocastEnabled(at::DeviceType d, bool on) {
-#if PURPLE_TORCH_AT_LEAST(2, 4)
-  at::autocast::set_autocast_enabled(d, on);
-#else
-  if (d == at::kCUDA) at::autocast::set_enabled(on);
-  else at::autocast::set_cpu_enabled(on);
-#endif
-}
-
-at::ScalarType autocastDtype(at::DeviceType d) {
-#if PURPLE_TORCH_AT_LEAST(2, 4)
-  return at::autocast::get_autocast_dtype(d);
-#else
-  return d == at::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
-#endif
-}
-
-void setAutocastDtype(at::DeviceType d, at::ScalarType t) {
-#if PURPLE_TORCH_AT_LEAST(2, 4)
-  at::autocast::set_autocast_dtype(d, t);
-#else
-  if (d == at::kCUDA) at::autocast::set_autocast_gpu_dtype(t);
-  else at::autocast::set_autocast_cpu_dtype(t);
-#endif
-}
+using compat::autocastDtype;
+using compat::autocastEnabled;
+using compat::setAutocastDtype;
+using compat::setAutocastEnabled;
 
 at::DeviceType autocastDevice(std::optional<at::Device> device, const char* who) {
   at::DeviceType d = device ? device->type() : at::kCPU;
@@ -85,11 +54,9 @@ at::DeviceType autocastDevice(std::optional<at::Device> device, const char* who)
 void checkAutocastDtype(at::DeviceType d, at::ScalarType t, const char* who) {
   if (t != at::kBFloat16 && t != at::kHalf)
     throwError("value-error", std::string(who) + ": autocast computes in bfloat16 or float16, not " + std::string(c10::toString(t)));
-#if !PURPLE_TORCH_AT_LEAST(2, 2)
-  if (d == at::kCPU && t != at::kBFloat16)
+  if (!compat::kCpuAutocastHalf && d == at::kCPU && t != at::kBFloat16)
     throwError("value-error", std::string(who) + ": CPU autocast in this LibTorch (" TORCH_VERSION ") supports only "
                                                  "bfloat16; float16 needs CUDA or LibTorch 2.2");
-#endif
 }
 
 // torch.autocast's __enter__ / __exit__ as RAII, so errors and escapes restore the state.

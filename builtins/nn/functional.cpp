@@ -2,7 +2,7 @@
 // scaled-dot-product-attention. (conv2d, max-pool2d, avg-pool2d, layer-norm, dropout, embedding
 // and the activations are functional when their first argument is a tensor: see modules.cpp.)
 #include <ATen/ATen.h>
-#include <torch/version.h>
+#include "interp/torch_compat.hpp"
 #include "builtins/nn/value.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
@@ -67,16 +67,14 @@ void registerNnFunctional(Registry& r) {
         [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::optional<at::Tensor> mask, double p,
            bool causal, std::optional<double> scale) {
           c10::optional<double> sc = scale ? c10::optional<double>(*scale) : c10::nullopt;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
-          return at::scaled_dot_product_attention(q, k, v, optT(mask), p, causal, sc);
-#else
-          return sdpaReference(q, k, v, mask ? *mask : at::Tensor(), p, causal, sc);
-#endif
+          return compat::scaledDotProductAttention(q, k, v, optT(mask), p, causal, sc, [&] {
+            return sdpaReference(q, k, v, mask ? *mask : at::Tensor(), p, causal, sc);
+          });
         },
         "Attention softmax(QUERY KEY^T * scale + mask) VALUE over the last two dimensions "
         "(torch.nn.functional.scaled_dot_product_attention). :attn-mask is boolean (true = attend) or additive; "
-        ":is-causal masks out future positions; :scale defaults to 1/sqrt(E). On LibTorch 1.13, which lacks the "
-        "fused kernel, it is computed from the definition.");
+        ":is-causal masks out future positions; :scale defaults to 1/sqrt(E). On LibTorch 2.x this is LibTorch's own "
+        "kernel (fused where it can be); on 1.13, which lacks one, the same arithmetic is written out.");
 }
 
 }  // namespace purple

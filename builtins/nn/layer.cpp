@@ -1,6 +1,7 @@
 // The helpers layer.hpp declares: argument readers for the layer builtins, and printing layers
 // the way PyTorch prints them (each layer's extra_repr, Python's float and tuple formats).
 #include "builtins/nn/layer.hpp"
+#include "interp/torch_compat.hpp"
 #include "interp/printer.hpp"
 #include <cstdio>
 #include <cstdlib>
@@ -156,11 +157,11 @@ template <size_t D, class Options>
 std::string convRepr(const Options& o, bool transposed) {
   std::string s = std::to_string(o.in_channels()) + ", " + std::to_string(o.out_channels()) +
                   ", kernel_size=" + pyTuple(*o.kernel_size()) + ", stride=" + pyTuple(*o.stride());
-  if (auto* p = c10::get_if<torch::ExpandingArray<D>>(&o.padding())) {
+  if (auto* p = compat::getIf<torch::ExpandingArray<D>>(&o.padding())) {
     bool zero = true;
     for (auto x : **p) zero = zero && x == 0;
     if (!zero) s += ", padding=" + pyTuple(**p);
-  } else if (c10::get_if<torch::enumtype::kSame>(&o.padding())) {
+  } else if (compat::getIf<torch::enumtype::kSame>(&o.padding())) {
     s += ", padding=same";
   } else {
     s += ", padding=valid";
@@ -232,7 +233,7 @@ std::string extraRepr(const torch::nn::EmbeddingBagImpl& m) {
   if (o.max_norm()) s += ", max_norm=" + pyFloat(*o.max_norm());
   if (o.norm_type() != 2) s += ", norm_type=" + pyFloat(o.norm_type());
   if (o.scale_grad_by_freq()) s += ", scale_grad_by_freq=True";
-  s += ", mode=" + lowerDash(torch::enumtype::get_enum_name(o.mode()).substr(1));
+  s += ", mode=" + compat::pyReprMode(lowerDash(torch::enumtype::get_enum_name(o.mode()).substr(1)));
   if (o.padding_idx()) s += ", padding_idx=" + std::to_string(*o.padding_idx());
   return s;
 }

@@ -2,6 +2,7 @@
 // the conversion both ways, and the builtins optimizer-state-dict, load-optimizer-state-dict!,
 // save-optimizer-state and load-optimizer-state!.
 #include "builtins/nn/optim_state.hpp"
+#include "interp/torch_compat.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"
 #include "builtins/formats/torch_io.hpp"
@@ -146,6 +147,20 @@ GroupField fixedOption(std::string name, Value value, bool mustMatch) {
           }};
 }
 
+std::vector<GroupField> pythonFlags(std::initializer_list<const char*> keys) {
+  std::vector<GroupField> out;
+  for (std::string k : keys) {
+    if (k == "foreach" || k == "fused") out.push_back(fixedOption(k, Value::unspecified()));
+    else out.push_back(fixedOption(k, Value::f(), k == "maximize"));
+  }
+  return out;
+}
+
+std::vector<GroupField> withFlags(std::vector<GroupField> options, std::initializer_list<const char*> keys) {
+  for (auto& f : pythonFlags(keys)) options.push_back(std::move(f));
+  return options;
+}
+
 // ---- the table -----------------------------------------------------------------------------
 
 namespace {
@@ -161,37 +176,40 @@ std::mutex gLayoutsLock;
 // LibTorch keys its state map by the parameter's TensorImpl: a string in 1.13, a pointer later.
 template <class Map>
 typename Map::key_type stateKeyOf(const Map&, const at::Tensor& p) {
-  if constexpr (std::is_same_v<typename Map::key_type, std::string>) return c10::guts::to_string(p.unsafeGetTensorImpl());
-  else return static_cast<typename Map::key_type>(p.unsafeGetTensorImpl());
+  return compat::optimizerStateKey<typename Map::key_type>(p);
 }
 
 #define OPT(Options, key, member) option<torch::optim::Options>(key, [](auto& o) -> auto& { return o.member(); })
 #define STEP(State, as) stepCount<torch::optim::State>("step", [](auto& s) -> auto& { return s.step(); }, StepAs::as)
 #define BUF(State, key, member) buffer<torch::optim::State>(key, [](auto& s) -> auto& { return s.member(); })
 
-// Python 1.13's keys, in its order; the ones LibTorch lacks are written with Python's defaults.
+// Python's keys, in its order, for the Python of this LibTorch (torch_compat.hpp, 7.); the ones
+// LibTorch lacks are written with Python's defaults.
 void builtinLayouts() {
   using namespace torch::optim;
-  Value none = Value::unspecified(), no = Value::f();
+  constexpr bool v2 = compat::kPythonOptimState2;
   OptimizerLayout sgd{"sgd",
-                      {OPT(SGDOptions, "lr", lr), OPT(SGDOptions, "momentum", momentum), OPT(SGDOptions, "dampening", dampening),
-                       OPT(SGDOptions, "weight_decay", weight_decay), OPT(SGDOptions, "nesterov", nesterov),
-                       fixedOption("maximize", no, true), fixedOption("foreach", none), fixedOption("differentiable", no)},
+                      withFlags({OPT(SGDOptions, "lr", lr), OPT(SGDOptions, "momentum", momentum),
+                                 OPT(SGDOptions, "dampening", dampening), OPT(SGDOptions, "weight_decay", weight_decay),
+                                 OPT(SGDOptions, "nesterov", nesterov)},
+                                v2 ? std::initializer_list<const char*>{"maximize", "foreach", "differentiable", "fused"}
+                                   : std::initializer_list<const char*>{"maximize", "foreach", "differentiable"}),
                       {noneWhenAbsent(BUF(SGDParamState, "momentum_buffer", momentum_buffer))},
                       [] { return std::make_unique<SGDParamState>(); }};
   // Python 1.13's SGD gives every parameter it steps a state, {"momentum_buffer": None} without
-  // momentum; LibTorch's keeps none then.
-  sgd.afterStep = [](Optimizer& opt) {
-    auto& states = opt.state();
-    for (auto& g : opt.param_groups()) {
-      if (static_cast<SGDOptions&>(g.options()).momentum() != 0) continue;
-      for (auto& p : g.params())
-        if (p.grad().defined()) {
-          auto key = stateKeyOf(states, p);
-          if (!states.count(key)) states[key] = std::make_unique<SGDParamState>();
-        }
-    }
-  };
+  // momentum; LibTorch's keeps none then, as Python 2.x does.
+  if (!v2)
+    sgd.afterStep = [](Optimizer& opt) {
+      auto& states = opt.state();
+      for (auto& g : opt.param_groups()) {
+        if (static_cast<SGDOptions&>(g.options()).momentum() != 0) continue;
+        for (auto& p : g.params())
+          if (p.grad().defined()) {
+            auto key = stateKeyOf(states, p);
+            if (!states.count(key)) states[key] = std::make_unique<SGDParamState>();
+          }
+      }
+    };
   // A state without a buffer under momentum (Python's None, or steps taken without momentum):
   // Python starts the buffer from the gradient, as LibTorch does for a parameter without state.
   sgd.beforeStep = [](Optimizer& opt) {
@@ -205,42 +223,41 @@ void builtinLayouts() {
     }
   };
   registerOptimizerLayout(std::move(sgd));
-  auto adamGroup = [&](auto tag, bool differentiableAndFused) {
+  auto adamOptions = [&](auto tag) {
     using O = decltype(tag);
-    std::vector<GroupField> g{
+    return std::vector<GroupField>{
         option<O>("lr", [](auto& o) -> auto& { return o.lr(); }), option<O>("betas", [](auto& o) -> auto& { return o.betas(); }),
         option<O>("eps", [](auto& o) -> auto& { return o.eps(); }), option<O>("weight_decay", [](auto& o) -> auto& { return o.weight_decay(); }),
         option<O>("amsgrad", [](auto& o) -> auto& { return o.amsgrad(); })};
-    if (differentiableAndFused) {   // Adam's order
-      for (auto* k : {"maximize", "foreach", "capturable", "differentiable", "fused"})
-        g.push_back(fixedOption(k, std::string(k) == "foreach" ? none : no, std::string(k) == "maximize"));
-    } else {                        // AdamW's
-      for (auto* k : {"foreach", "maximize", "capturable"})
-        g.push_back(fixedOption(k, std::string(k) == "foreach" ? none : no, std::string(k) == "maximize"));
-    }
-    return g;
   };
-  registerOptimizerLayout({"adam", adamGroup(AdamOptions(1e-3), true),
+  registerOptimizerLayout({"adam",
+                           withFlags(adamOptions(AdamOptions(1e-3)), {"maximize", "foreach", "capturable", "differentiable", "fused"}),
                            {STEP(AdamParamState, Tensor), BUF(AdamParamState, "exp_avg", exp_avg), BUF(AdamParamState, "exp_avg_sq", exp_avg_sq),
                             BUF(AdamParamState, "max_exp_avg_sq", max_exp_avg_sq)},
                            [] { return std::make_unique<AdamParamState>(); }});
-  registerOptimizerLayout({"adamw", adamGroup(AdamWOptions(1e-3), false),
+  registerOptimizerLayout({"adamw",
+                           withFlags(adamOptions(AdamWOptions(1e-3)),
+                                     v2 ? std::initializer_list<const char*>{"foreach", "maximize", "capturable", "differentiable", "fused"}
+                                        : std::initializer_list<const char*>{"foreach", "maximize", "capturable"}),
                            {STEP(AdamWParamState, Tensor), BUF(AdamWParamState, "exp_avg", exp_avg),
                             BUF(AdamWParamState, "exp_avg_sq", exp_avg_sq), BUF(AdamWParamState, "max_exp_avg_sq", max_exp_avg_sq)},
                            [] { return std::make_unique<AdamWParamState>(); }});
   registerOptimizerLayout({"rmsprop",
-                           {OPT(RMSpropOptions, "lr", lr), OPT(RMSpropOptions, "momentum", momentum), OPT(RMSpropOptions, "alpha", alpha),
-                            OPT(RMSpropOptions, "eps", eps), OPT(RMSpropOptions, "centered", centered),
-                            OPT(RMSpropOptions, "weight_decay", weight_decay), fixedOption("foreach", none), fixedOption("maximize", no, true),
-                            fixedOption("differentiable", no)},
-                           {STEP(RMSpropParamState, Int), BUF(RMSpropParamState, "square_avg", square_avg),
+                           withFlags({OPT(RMSpropOptions, "lr", lr), OPT(RMSpropOptions, "momentum", momentum),
+                                      OPT(RMSpropOptions, "alpha", alpha), OPT(RMSpropOptions, "eps", eps),
+                                      OPT(RMSpropOptions, "centered", centered), OPT(RMSpropOptions, "weight_decay", weight_decay)},
+                                     v2 ? std::initializer_list<const char*>{"capturable", "foreach", "maximize", "differentiable"}
+                                        : std::initializer_list<const char*>{"foreach", "maximize", "differentiable"}),
+                           {v2 ? STEP(RMSpropParamState, Tensor) : STEP(RMSpropParamState, Int),
+                            BUF(RMSpropParamState, "square_avg", square_avg),
                             BUF(RMSpropParamState, "momentum_buffer", momentum_buffer), BUF(RMSpropParamState, "grad_avg", grad_avg)},
                            [] { return std::make_unique<RMSpropParamState>(); }});
   registerOptimizerLayout({"adagrad",
-                           {OPT(AdagradOptions, "lr", lr), OPT(AdagradOptions, "lr_decay", lr_decay), OPT(AdagradOptions, "eps", eps),
+                           withFlags({OPT(AdagradOptions, "lr", lr), OPT(AdagradOptions, "lr_decay", lr_decay), OPT(AdagradOptions, "eps", eps),
                             OPT(AdagradOptions, "weight_decay", weight_decay),
-                            OPT(AdagradOptions, "initial_accumulator_value", initial_accumulator_value), fixedOption("foreach", none),
-                            fixedOption("maximize", no, true)},
+                            OPT(AdagradOptions, "initial_accumulator_value", initial_accumulator_value)},
+                                     v2 ? std::initializer_list<const char*>{"foreach", "maximize", "differentiable", "fused"}
+                                        : std::initializer_list<const char*>{"foreach", "maximize"}),
                            {STEP(AdagradParamState, Tensor), BUF(AdagradParamState, "sum", sum)},
                            [] { return std::make_unique<AdagradParamState>(); }});
   OptimizerLayout lbfgs{"lbfgs",

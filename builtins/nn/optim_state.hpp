@@ -108,6 +108,11 @@ GroupField option(std::string name, Ref ref) {
 // A key Python has and LibTorch does not (foreach, capturable ...): written as VALUE; when
 // `mustMatch`, loading any other value is an error (maximize=True cannot be honoured).
 GroupField fixedOption(std::string name, Value value, bool mustMatch = false);
+// Python's flags that Purple's optimizers run with fixed, in the order given: "foreach" and
+// "fused" None, "maximize" (which must match), "capturable" and "differentiable" #f.
+std::vector<GroupField> pythonFlags(std::initializer_list<const char*> keys);
+// Options, then flags: one group's fields.
+std::vector<GroupField> withFlags(std::vector<GroupField> options, std::initializer_list<const char*> keys);
 
 enum class StepAs { Tensor, Int };   // Adam's step is tensor(3.), RMSprop's the int 3
 

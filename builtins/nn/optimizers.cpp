@@ -9,6 +9,7 @@
 // counter is a float32 scalar tensor, and NAdam's mu_product too, as in PyTorch: NAdam's update
 // depends on mu_product's float32 rounding.
 #include "builtins/nn/optim.hpp"
+#include "interp/torch_compat.hpp"
 #include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
@@ -55,11 +56,7 @@ struct NamedTensorState : torch::optim::OptimizerCloneableParamState<NamedTensor
 // the address itself.
 using StateMap = std::decay_t<decltype(std::declval<Optimizer&>().state())>;
 using StateKey = typename StateMap::key_type;
-template <class Key> Key keyOf(const at::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>) return c10::guts::to_string(p.unsafeGetTensorImpl());
-  else return Key(p.unsafeGetTensorImpl());
-}
-StateKey stateKey(const at::Tensor& p) { return keyOf<StateKey>(p); }
+StateKey stateKey(const at::Tensor& p) { return compat::optimizerStateKey<StateKey>(p); }
 
 // ---- options ---------------------------------------------------------------------------------------
 
@@ -282,14 +279,16 @@ class NAdam : public PurpleOptimizer<NAdamOptions, NAdam> {
     double muNext = beta1 * (1. - 0.5 * std::pow(0.96, (step + 1) * o.momentum_decay()));
     at::Tensor& muProduct = s["mu_product"];
     muProduct.mul_(mu);
-    at::Tensor muProductNext = muProduct * mu * muNext;
+    // mu_product_next (torch_compat.hpp, 6.): a float32 product in 1.13, a double in 2.x.
+    double muProductNext = compat::kNadamMuTwice ? (muProduct * mu * muNext).item<double>()
+                                                 : muProduct.item<double>() * muNext;
     at::Tensor& expAvg = s["exp_avg"];
     at::Tensor& expAvgSq = s["exp_avg_sq"];
     expAvg.mul_(beta1).add_(grad, 1 - beta1);
     expAvgSq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
     at::Tensor denom = expAvgSq.div(bc2).sqrt().add_(o.eps());
     param.addcdiv_(grad, denom, -lr * (1. - mu) / (1. - muProduct.item<double>()));
-    param.addcdiv_(expAvg, denom, -lr * muNext / (1. - muProductNext.item<double>()));
+    param.addcdiv_(expAvg, denom, -lr * muNext / (1. - muProductNext));
   }
 };
 
@@ -386,10 +385,10 @@ void checkNonNegative(double x, const char* who, const char* what) {
 }
 
 
-// ---- state dicts in Python 1.13's layout (optim_state.hpp) ---------------------------------------
+// ---- state dicts in Python's layout (optim_state.hpp) ---------------------------------------
 
 // One entry of NamedTensorState under Python's key. Counters ("step", NAdam's "mu_product") stay
-// float32 scalars whatever the parameter's dtype; Adadelta's step is a Python int in its state
+// float32 scalars whatever the parameter's dtype; Adadelta's step is a Python int in 1.13's state
 // dict. Other buffers follow their parameter's dtype and device, as Python's load_state_dict does.
 enum class Entry { Buffer, FloatCounter, IntCounter };
 
@@ -417,39 +416,52 @@ template <class Options, class Ref>
 GroupField opt(const char* name, Ref ref) { return option<Options>(name, ref); }
 #define PURPLE_OPT(Options, key, member) opt<Options>(key, [](auto& o) -> auto& { return o.member(); })
 
+// Python's keys in its order, for the Python of this LibTorch (torch_compat.hpp, 7.).
 void registerStateLayouts() {
-  Value none = Value::unspecified();
   auto makeState = [] { return std::make_unique<NamedTensorState>(); };
+  constexpr bool v2 = compat::kPythonOptimState2;
+  using Keys = std::initializer_list<const char*>;
   // Python 1.13 has no decoupled_weight_decay; PyTorch 2 writes it, and 1.13 ignores the key.
-  registerOptimizerLayout({"nadam",
-                           {PURPLE_OPT(NAdamOptions, "lr", lr), PURPLE_OPT(NAdamOptions, "betas", betas),
-                            PURPLE_OPT(NAdamOptions, "eps", eps), PURPLE_OPT(NAdamOptions, "weight_decay", weight_decay),
-                            PURPLE_OPT(NAdamOptions, "momentum_decay", momentum_decay), fixedOption("foreach", none),
-                            PURPLE_OPT(NAdamOptions, "decoupled_weight_decay", decoupled_weight_decay)},
+  std::vector<GroupField> nadam{PURPLE_OPT(NAdamOptions, "lr", lr), PURPLE_OPT(NAdamOptions, "betas", betas),
+                                PURPLE_OPT(NAdamOptions, "eps", eps), PURPLE_OPT(NAdamOptions, "weight_decay", weight_decay),
+                                PURPLE_OPT(NAdamOptions, "momentum_decay", momentum_decay)};
+  if (v2) {
+    nadam.push_back(PURPLE_OPT(NAdamOptions, "decoupled_weight_decay", decoupled_weight_decay));
+    nadam = withFlags(std::move(nadam), {"maximize", "foreach", "capturable", "differentiable"});
+  } else {
+    nadam = withFlags(std::move(nadam), {"foreach"});
+    nadam.push_back(PURPLE_OPT(NAdamOptions, "decoupled_weight_decay", decoupled_weight_decay));
+  }
+  registerOptimizerLayout({"nadam", std::move(nadam),
                            {namedEntry("step", Entry::FloatCounter), namedEntry("mu_product", Entry::FloatCounter),
                             namedEntry("exp_avg", Entry::Buffer), namedEntry("exp_avg_sq", Entry::Buffer)},
                            makeState});
-  registerOptimizerLayout({"radam",
-                           {PURPLE_OPT(RAdamOptions, "lr", lr), PURPLE_OPT(RAdamOptions, "betas", betas),
-                            PURPLE_OPT(RAdamOptions, "eps", eps), PURPLE_OPT(RAdamOptions, "weight_decay", weight_decay),
-                            fixedOption("foreach", none),
-                            PURPLE_OPT(RAdamOptions, "decoupled_weight_decay", decoupled_weight_decay)},
+  std::vector<GroupField> radam{PURPLE_OPT(RAdamOptions, "lr", lr), PURPLE_OPT(RAdamOptions, "betas", betas),
+                                PURPLE_OPT(RAdamOptions, "eps", eps), PURPLE_OPT(RAdamOptions, "weight_decay", weight_decay)};
+  radam = withFlags(std::move(radam), v2 ? Keys{"maximize", "foreach", "capturable"} : Keys{"foreach"});
+  radam.push_back(PURPLE_OPT(RAdamOptions, "decoupled_weight_decay", decoupled_weight_decay));
+  if (v2) radam = withFlags(std::move(radam), {"differentiable"});
+  registerOptimizerLayout({"radam", std::move(radam),
                            {namedEntry("step", Entry::FloatCounter), namedEntry("exp_avg", Entry::Buffer),
                             namedEntry("exp_avg_sq", Entry::Buffer)},
                            makeState});
-  registerOptimizerLayout({"adamax",
-                           {PURPLE_OPT(AdamaxOptions, "lr", lr), PURPLE_OPT(AdamaxOptions, "betas", betas),
-                            PURPLE_OPT(AdamaxOptions, "eps", eps), PURPLE_OPT(AdamaxOptions, "weight_decay", weight_decay),
-                            fixedOption("foreach", none), PURPLE_OPT(AdamaxOptions, "maximize", maximize)},
+  std::vector<GroupField> adamax{PURPLE_OPT(AdamaxOptions, "lr", lr), PURPLE_OPT(AdamaxOptions, "betas", betas),
+                                 PURPLE_OPT(AdamaxOptions, "eps", eps), PURPLE_OPT(AdamaxOptions, "weight_decay", weight_decay)};
+  adamax = withFlags(std::move(adamax), {"foreach"});
+  adamax.push_back(PURPLE_OPT(AdamaxOptions, "maximize", maximize));
+  if (v2) adamax = withFlags(std::move(adamax), {"differentiable", "capturable"});
+  registerOptimizerLayout({"adamax", std::move(adamax),
                            {namedEntry("step", Entry::FloatCounter), namedEntry("exp_avg", Entry::Buffer),
                             namedEntry("exp_inf", Entry::Buffer)},
                            makeState});
-  registerOptimizerLayout({"adadelta",
-                           {PURPLE_OPT(AdadeltaOptions, "lr", lr), PURPLE_OPT(AdadeltaOptions, "rho", rho),
-                            PURPLE_OPT(AdadeltaOptions, "eps", eps), PURPLE_OPT(AdadeltaOptions, "weight_decay", weight_decay),
-                            PURPLE_OPT(AdadeltaOptions, "maximize", maximize), fixedOption("foreach", none)},
-                           {namedEntry("step", Entry::IntCounter), namedEntry("square_avg", Entry::Buffer),
-                            namedEntry("acc_delta", Entry::Buffer)},
+  std::vector<GroupField> adadelta{PURPLE_OPT(AdadeltaOptions, "lr", lr), PURPLE_OPT(AdadeltaOptions, "rho", rho),
+                                   PURPLE_OPT(AdadeltaOptions, "eps", eps), PURPLE_OPT(AdadeltaOptions, "weight_decay", weight_decay),
+                                   PURPLE_OPT(AdadeltaOptions, "maximize", maximize)};
+  adadelta = withFlags(std::move(adadelta), v2 ? Keys{"capturable", "foreach", "differentiable"} : Keys{"foreach"});
+  // Adadelta's step: a Python int in 1.13, a float32 tensor in 2.x.
+  registerOptimizerLayout({"adadelta", std::move(adadelta),
+                           {namedEntry("step", v2 ? Entry::FloatCounter : Entry::IntCounter),
+                            namedEntry("square_avg", Entry::Buffer), namedEntry("acc_delta", Entry::Buffer)},
                            makeState});
 }
 #undef PURPLE_OPT

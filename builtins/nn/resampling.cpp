@@ -3,6 +3,7 @@
 // dimensions), interpolate and the upsample module, pixel-shuffle and pixel-unshuffle.
 #include <torch/nn/functional/upsampling.h>
 #include "builtins/nn/layer.hpp"
+#include "interp/torch_compat.hpp"
 #include "builtins/builtins.hpp"
 
 namespace purple {
@@ -205,7 +206,7 @@ void registerResampling(Registry& r) {
           };
           std::string extra = rs.scale ? "scale_factor=" + list(*rs.scale, [](double d) { return pyFloat(d); })
                                        : "size=" + list(*rs.size, [](int64_t i) { return std::to_string(i); });
-          extra += ", mode=" + rs.mode;   // Python 1.13 prints the mode without quotes
+          extra += ", mode=" + compat::pyReprMode(rs.mode);   // quoted from 2.x (torch_compat.hpp, 8.)
           return makeFnLayer("Upsample", extra, [rs, who](const Module&, const at::Tensor& x) { return resample(x, rs, who); });
         },
         "An Upsample module (torch.nn.Upsample): resizes (N, C, spatial...) input to :size or by :scale-factor with "

@@ -13,6 +13,7 @@
 // and from Python unchanged. Procedures (lambda-lr, a custom :scale-fn) are stored as None
 // (the unspecified value), as PyTorch stores plain functions.
 #include "builtins/nn/optim.hpp"
+#include "interp/torch_compat.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"
 #include "builtins/tensor/util.hpp"
@@ -464,7 +465,7 @@ struct CyclicLR : Scheduler {
     d.num("step_ratio", stepRatio);
     d.text("mode", mode);
     d.num("gamma", gamma);
-    d.put("_scale_fn_custom", Value::unspecified());
+    if (!compat::kPythonSchedulerState2) d.put("_scale_fn_custom", Value::unspecified());
     d.text("scale_mode", scaleMode);
     d.flag("cycle_momentum", cycleMomentum);
     if (cycleMomentum) {
@@ -472,6 +473,10 @@ struct CyclicLR : Scheduler {
       d.list("base_momentums", baseMomentums);
       d.list("max_momentums", maxMomentums);
     }
+  }
+  // Python 2.x's CyclicLR.state_dict re-adds _scale_fn_custom after the common fields.
+  void saveTrailingFields(DictWriter& d) const override {
+    if (compat::kPythonSchedulerState2) d.put("_scale_fn_custom", Value::unspecified());
   }
   void loadFields(const DictReader& d) override {
     maxLrs = d.list("max_lrs");
@@ -619,6 +624,7 @@ struct ReduceLROnPlateau : Scheduler {
   double factor = 0.1, threshold = 1e-4, eps = 1e-8, best = 0, modeWorse = 0;
   int64_t patience = 10, cooldown = 0, cooldownCounter = 0, numBadEpochs = 0;
   std::vector<double> minLrs;
+  std::optional<double> defaultMinLr;   // :min-lr as one number (2.x's default_min_lr), else None
   std::string mode = "min", thresholdMode = "rel";
 
   std::vector<double> getLr(Interp&) override { return currentLrs(); }
@@ -667,7 +673,11 @@ struct ReduceLROnPlateau : Scheduler {
   }
   Value stateDict(Interp& in) const override {
     DictWriter d{in};
+    // Python's __dict__ order (torch_compat.hpp, 13.): 2.x adds default_min_lr and sets
+    // mode_worse, best and num_bad_epochs last.
+    constexpr bool v2 = compat::kPythonSchedulerState2;
     d.num("factor", factor);
+    if (v2) d.put("default_min_lr", defaultMinLr ? makeFlonum(*defaultMinLr) : Value::unspecified());
     d.list("min_lrs", minLrs);
     d.integer("patience", patience);
     d.flag("verbose", false);
@@ -676,12 +686,19 @@ struct ReduceLROnPlateau : Scheduler {
     d.text("mode", mode);
     d.num("threshold", threshold);
     d.text("threshold_mode", thresholdMode);
-    d.num("best", best);
-    d.integer("num_bad_epochs", numBadEpochs);
-    d.num("mode_worse", modeWorse);
+    if (!v2) {
+      d.num("best", best);
+      d.integer("num_bad_epochs", numBadEpochs);
+      d.num("mode_worse", modeWorse);
+    }
     d.num("eps", eps);
     d.integer("last_epoch", lastEpoch);
     if (hasLastLr) d.list("_last_lr", lastLr);
+    if (v2) {
+      d.num("mode_worse", modeWorse);
+      d.num("best", best);
+      d.integer("num_bad_epochs", numBadEpochs);
+    }
     return d.table;
   }
   void loadStateDict(Interp& in, Value dict, const std::string& who) override {
@@ -690,6 +707,8 @@ struct ReduceLROnPlateau : Scheduler {
     cooldown = d.integer("cooldown"), cooldownCounter = d.integer("cooldown_counter");
     mode = d.text("mode"), threshold = d.num("threshold"), thresholdMode = d.text("threshold_mode");
     best = d.num("best"), numBadEpochs = d.integer("num_bad_epochs"), eps = d.num("eps");
+    defaultMinLr.reset();
+    if (d.has("default_min_lr") && isRealNumber(d.get("default_min_lr"))) defaultMinLr = toDouble(d.get("default_min_lr"));
     lastEpoch = d.integer("last_epoch");
     initIsBetter(who);
     if (d.has("_last_lr")) {
@@ -1039,6 +1058,7 @@ void registerSchedulers(Registry& r) {
           s->factor = factor, s->patience = patience, s->threshold = threshold, s->cooldown = cooldown, s->eps = eps;
           s->mode = mode, s->thresholdMode = thresholdMode;
           s->minLrs = perGroup(minLr, s->groups(), "reduce-lr-on-plateau", ":min-lr");
+          if (minLr.isMissing() || isRealNumber(minLr)) s->defaultMinLr = minLr.isMissing() ? 0.0 : toDouble(minLr);
           s->initIsBetter("reduce-lr-on-plateau");
           s->best = s->modeWorse;
           s->lastEpoch = 0;

@@ -14,12 +14,14 @@ def free_port():
 
 status = 0
 for purple_rank in (0, 1):
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+    # USE_LIBUV=0: torch 2.4+ asks for a libuv TCP store by default, and Debian's build has none
+    # (1.13 ignores the variable).
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2", USE_LIBUV="0")
     for k in ("TORCHELASTIC_USE_AGENT_STORE", "PURPLE_RUN_FAILURE_FILE"):
         env.pop(k, None)
     p = subprocess.Popen([purple, os.path.join(here, "python-peer.purple")],
                          env=dict(env, RANK=str(purple_rank), LOCAL_RANK="0"))
-    q = subprocess.Popen(["/usr/bin/python3", os.path.join(here, "python-peer-rank.py")],
+    q = subprocess.Popen([sys.executable, os.path.join(here, "python-peer-rank.py")],
                          env=dict(env, RANK=str(1 - purple_rank), LOCAL_RANK="0"))
     try:
         rp, rq = p.wait(timeout=120), q.wait(timeout=120)
@@ -31,8 +33,22 @@ for purple_rank in (0, 1):
     status = status or rp or rq
 # torchrun starting Purple ranks: its agent serves the store (TORCHELASTIC_USE_AGENT_STORE)
 env = {k: v for k, v in os.environ.items() if k not in ("TORCHELASTIC_USE_AGENT_STORE", "PURPLE_RUN_FAILURE_FILE")}
+# torchrun is `python3 -m torch.distributed.run`. From torch 2.4 its static rendezvous asks for a
+# libuv TCP store whatever USE_LIBUV says, and Debian's torch has no libuv: there the agent's store
+# is made without it (the same protocol; Purple's ranks connect to it as clients either way).
+TORCHRUN = """
+import sys, torch.distributed.elastic.rendezvous.static_tcp_rendezvous as s
+made = s.TCPStore
+s.TCPStore = lambda *a, **k: made(*a, **dict(k, use_libuv=False))
+from torch.distributed.run import main
+sys.argv[0] = "torchrun"
+sys.exit(main())
+"""
+import torch
+needs_shim = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 4)
+torchrun = [sys.executable, "-c", TORCHRUN] if needs_shim else ["/usr/bin/torchrun"]
 try:
-    r = subprocess.run(["/usr/bin/torchrun", "--nproc_per_node", "2", "--master_port", str(free_port()),
+    r = subprocess.run(torchrun + ["--nproc_per_node", "2", "--master_port", str(free_port()),
                         # Debian's torchrun 1.13 on Python >= 3.11 fails on its default "--redirects 0 --tee 0"
                         # (enum.Flag no longer iterates the zero member): redirect stdout and tee it back
                         "--redirects", "1", "--tee", "1", "--no_python",

@@ -1,12 +1,11 @@
 # Autocast (CPU, bfloat16) and the gradient scaler: what amp.purple computes, in python3-torch.
-# LibTorch 1.13 has only CUDA kernels for the two AMP ops; here they are written out from the
+# LibTorch 1.13 has only CUDA kernels for the two AMP ops; there they are written out from the
 # CUDA kernels' definition, and GradScaler's own logic runs on CPU tensors (its scale() asserts
-# CUDA, so that one method is restated without the assert).
+# CUDA, so that one method is restated without the assert). torch 2.x runs on CPU as it is.
 import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.cuda.amp import GradScaler
 from interop_common import emit
 
 
@@ -35,29 +34,32 @@ def update_scale_(scale, tracker, found_inf, growth, backoff, interval):
     return scale
 
 
-torch._amp_foreach_non_finite_check_and_unscale_ = unscale_
-torch._amp_update_scale_ = update_scale_
+if hasattr(torch.amp, "GradScaler"):
+    # torch 2.3+: the scaler is torch.amp.GradScaler, for any device, and LibTorch has CPU kernels
+    # for both AMP ops (what Purple calls when its LibTorch has them).
+    def CPUGradScaler(**kw):
+        return torch.amp.GradScaler("cpu", **kw)
+else:
+    torch._amp_foreach_non_finite_check_and_unscale_ = unscale_
+    torch._amp_update_scale_ = update_scale_
 
+    # GradScaler disables itself without CUDA before setting up its state; it is made to believe
+    # AMP is available, and the two kernels above do the work.
+    from torch.cuda.amp import GradScaler
+    torch.cuda.amp.grad_scaler.amp_definitely_not_available = lambda: False
 
-# GradScaler disables itself without CUDA before setting up its state; it is made to believe AMP is
-# available, and the two kernels above do the work.
-torch.cuda.amp.grad_scaler.amp_definitely_not_available = lambda: False
+    class _Replicator(torch.cuda.amp.grad_scaler._MultiDeviceReplicator):   # without its CUDA assertion
+        def __init__(self, master):
+            self.master = master
+            self._per_device_tensors = {}
 
+    torch.cuda.amp.grad_scaler._MultiDeviceReplicator = _Replicator
 
-class _Replicator(torch.cuda.amp.grad_scaler._MultiDeviceReplicator):   # without its CUDA assertion
-    def __init__(self, master):
-        self.master = master
-        self._per_device_tensors = {}
-
-
-torch.cuda.amp.grad_scaler._MultiDeviceReplicator = _Replicator
-
-
-class CPUGradScaler(GradScaler):
-    def scale(self, outputs):
-        if self._scale is None:
-            self._lazy_init_scale_growth_tracker(outputs.device)
-        return outputs * self._scale.to(device=outputs.device)
+    class CPUGradScaler(GradScaler):
+        def scale(self, outputs):
+            if self._scale is None:
+                self._lazy_init_scale_growth_tracker(outputs.device)
+            return outputs * self._scale.to(device=outputs.device)
 
 
 def det_init(m):
