@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 #include <c10/core/DefaultDtype.h>
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
@@ -89,6 +90,9 @@ void registerTensorDevices(Registry& r) {
   PURPLE_CAST("tensor-bool", at::kBool, "X converted to bool (non-zero is #t).");
 #undef PURPLE_CAST
 
+  r.def("libtorch-version", "()", []() { return std::string(TORCH_VERSION); },
+        "The version of the LibTorch Purple was built against, as a string such as \"2.6.0\" "
+        "(Debian 13) or \"1.13.0\" (Debian 12); `purple --version` shows it too.");
   r.def("cuda-available?", "()", []() { return cudaDeviceCount() > 0; },
         "#t when this LibTorch has CUDA and at least one GPU is present.");
   r.def("cuda-device-count", "()", []() { return cudaDeviceCount(); },

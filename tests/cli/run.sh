@@ -14,6 +14,9 @@ check() {   # check NAME CONDITION-RESULT DETAIL
 
 out=$("$purple" -e '(+ 1 2)'); check "-e prints the value" "$([ "$out" = 3 ]; echo $?)" "got '$out'"
 out=$("$purple" --version); check "--version" "$(echo "$out" | grep -q "Purple .*LibTorch .*CUDA"; echo $?)" "got '$out'"
+# The LibTorch named there is the one (libtorch-version) returns: the one Purple was built against.
+tv=$("$purple" -e '(libtorch-version)' | tr -d '"')
+check "--version names (libtorch-version)" "$(echo "$out" | grep -qF "LibTorch $tv,"; echo $?)" "got '$out' and '$tv'"
 out=$("$purple" --help); check "--help" "$(echo "$out" | grep -q "usage"; echo $?)" "got '$out'"
 
 printf '(display "ok")\n(car 5)\n(display "not reached")\n' > "$tmp/err.purple"
