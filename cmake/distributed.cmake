@@ -5,7 +5,7 @@
 # CUDA and nccl.h is found (the pip package nvidia-nccl-cu12 ships it: pass
 # -DNCCL_INCLUDE_DIR=.../site-packages/nvidia/nccl/include when it is not found on its own).
 #
-# Sets PURPLE_HAVE_DISTRIBUTED and PURPLE_HAVE_NCCL; purple_enable_distributed(target) adds the
+# Sets PURPLE_HAVE_DISTRIBUTED, PURPLE_HAVE_GLOO and PURPLE_HAVE_NCCL; purple_enable_distributed(target) adds the
 # compile definitions and include directories to the library.
 
 option(PURPLE_DISTRIBUTED "Build distributed training (c10d, Gloo, NCCL when available)" ON)
@@ -13,27 +13,34 @@ set(PURPLE_HAVE_DISTRIBUTED OFF)
 set(PURPLE_HAVE_NCCL OFF)
 
 if(PURPLE_DISTRIBUTED)
+  find_path(PURPLE_C10D_INCLUDE_DIR torch/csrc/distributed/c10d/ProcessGroup.hpp HINTS ${TORCH_INCLUDE_DIRS})
   find_path(PURPLE_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
-  find_path(PURPLE_C10D_INCLUDE_DIR torch/csrc/distributed/c10d/ProcessGroupGloo.hpp HINTS ${TORCH_INCLUDE_DIRS})
-  if(PURPLE_GLOO_INCLUDE_DIR AND PURPLE_C10D_INCLUDE_DIR)
-    set(PURPLE_HAVE_DISTRIBUTED ON)
+  set(PURPLE_HAVE_GLOO OFF)
+  if(PURPLE_C10D_INCLUDE_DIR AND PURPLE_GLOO_INCLUDE_DIR AND
+     EXISTS "${PURPLE_C10D_INCLUDE_DIR}/torch/csrc/distributed/c10d/ProcessGroupGloo.hpp")
+    set(PURPLE_HAVE_GLOO ON)
     # Debian's libtorch_cpu links libgloo.so.0; inline code from Gloo's headers may need it too.
     # A pip LibTorch has Gloo inside libtorch_cpu, and no libgloo.
     find_library(PURPLE_GLOO_LIBRARY gloo)
-    set(purple_torch_has_cuda OFF)
-    if(TORCH_CUDA_LIBRARIES OR TARGET torch_cuda)
-      set(purple_torch_has_cuda ON)
+  endif()
+  set(purple_torch_has_cuda OFF)
+  if(TORCH_CUDA_LIBRARIES OR TARGET torch_cuda)
+    set(purple_torch_has_cuda ON)
+  endif()
+  if(PURPLE_C10D_INCLUDE_DIR AND purple_torch_has_cuda AND
+     EXISTS "${PURPLE_C10D_INCLUDE_DIR}/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp")
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${TORCH_INCLUDE_DIRS} ENV NCCL_INCLUDE_DIR
+              PATH_SUFFIXES ../../nvidia/nccl/include ../../nvidia/cu13/include ../../nvidia/cu12/include)
+    if(NCCL_INCLUDE_DIR)
+      set(PURPLE_HAVE_NCCL ON)
     endif()
-    if(purple_torch_has_cuda AND EXISTS "${PURPLE_C10D_INCLUDE_DIR}/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp")
-      find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${TORCH_INCLUDE_DIRS} ENV NCCL_INCLUDE_DIR
-                PATH_SUFFIXES ../../nvidia/nccl/include)
-      if(NCCL_INCLUDE_DIR)
-        set(PURPLE_HAVE_NCCL ON)
-      endif()
-    endif()
-    message(STATUS "Distributed training: c10d + Gloo; NCCL: ${PURPLE_HAVE_NCCL}")
+  endif()
+  # A pip PyTorch ships c10d's headers but not Gloo's: distributed training then has NCCL only.
+  if(PURPLE_HAVE_GLOO OR PURPLE_HAVE_NCCL)
+    set(PURPLE_HAVE_DISTRIBUTED ON)
+    message(STATUS "Distributed training: c10d; Gloo: ${PURPLE_HAVE_GLOO}; NCCL: ${PURPLE_HAVE_NCCL}")
   else()
-    message(STATUS "Distributed training: off (Gloo or c10d headers not found; install libgloo-dev)")
+    message(STATUS "Distributed training: off (c10d or Gloo headers not found; install libgloo-dev)")
   endif()
 endif()
 
@@ -42,10 +49,13 @@ function(purple_enable_distributed target)
     return()
   endif()
   # USE_C10D_GLOO / USE_C10D_NCCL unlock c10d's backend headers, as LibTorch's own build does.
-  target_compile_definitions(${target} PRIVATE PURPLE_HAVE_DISTRIBUTED=1 USE_C10D_GLOO=1)
-  target_include_directories(${target} PRIVATE ${PURPLE_GLOO_INCLUDE_DIR})
-  if(PURPLE_GLOO_LIBRARY)
-    target_link_libraries(${target} PRIVATE ${PURPLE_GLOO_LIBRARY})
+  target_compile_definitions(${target} PRIVATE PURPLE_HAVE_DISTRIBUTED=1)
+  if(PURPLE_HAVE_GLOO)
+    target_compile_definitions(${target} PRIVATE PURPLE_HAVE_GLOO=1 USE_C10D_GLOO=1)
+    target_include_directories(${target} PRIVATE ${PURPLE_GLOO_INCLUDE_DIR})
+    if(PURPLE_GLOO_LIBRARY)
+      target_link_libraries(${target} PRIVATE ${PURPLE_GLOO_LIBRARY})
+    endif()
   endif()
   if(PURPLE_HAVE_NCCL)
     target_compile_definitions(${target} PRIVATE PURPLE_HAVE_NCCL=1 USE_C10D_NCCL=1)

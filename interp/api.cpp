@@ -8,6 +8,7 @@
 #include "builtins/core/hashtable.hpp"
 #include "interp/bind.hpp"
 #include "interp/cpu_allocator.hpp"
+#include "interp/torch_compat.hpp"
 #include "interp/equality.hpp"
 #include "interp/gc.hpp"
 #include "interp/interp_state.hpp"
@@ -287,18 +288,11 @@ PV objectApplyHook(Interp& in, PV fn, const PV* argv, int argc) {
 class CappedCPUAllocator final : public c10::Allocator {
  public:
   explicit CappedCPUAllocator(c10::Allocator* base) : base_(base) {}
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
-  c10::DataPtr allocate(size_t n) override {
+  c10::DataPtr allocate(size_t n) PURPLE_ALLOCATE_CONST override {
     check(n);
     return base_->allocate(n);
   }
-  void copy_data(void* dest, const void* src, std::size_t count) const override { base_->copy_data(dest, src, count); }
-#else
-  c10::DataPtr allocate(size_t n) const override {
-    check(n);
-    return base_->allocate(n);
-  }
-#endif
+  PURPLE_ALLOCATOR_COPY_DATA
   c10::DeleterFnPtr raw_deleter() const override { return base_->raw_deleter(); }
 
  private:

@@ -14,6 +14,7 @@
 // (bench/train/counts.py). A fixed mmap threshold at the cache's boundary and a trim threshold
 // of twice the tensor-collection threshold keep those pages: 10 faults a step, no brk.
 #include "interp/cpu_allocator.hpp"
+#include "interp/torch_compat.hpp"
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
@@ -36,7 +37,7 @@ class CachingCpuAllocator final : public c10::Allocator {
  public:
   explicit CachingCpuAllocator(c10::Allocator* fallback) : fallback_(fallback) {}
 
-  c10::DataPtr allocate(size_t bytes) const override {
+  c10::DataPtr allocate(size_t bytes) PURPLE_ALLOCATE_CONST override {
     if (bytes < kLargeBlock) return fallback_->allocate(bytes);
     size_t mapped = roundUp(bytes);
     void* base = takeCached(mapped);
@@ -52,6 +53,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  PURPLE_ALLOCATOR_COPY_DATA
 
   static CachingCpuAllocator* instance;
 

@@ -2,7 +2,9 @@
 // tensors; only when the LibTorch Purple is built against has it). Each is made the way Python's
 // torch.distributed makes it, so a Purple rank and a Python rank end up with compatible peers.
 #include "builtins/distributed/comm.hpp"
+#ifdef PURPLE_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #ifdef PURPLE_HAVE_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -14,6 +16,7 @@ namespace purple::dist {
 
 namespace {
 
+#ifdef PURPLE_HAVE_GLOO
 // As torch's Python binding: GLOO_SOCKET_IFNAME names the interfaces (comma-separated); otherwise
 // the device binds the address this machine's hostname resolves to (the loopback if none).
 c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> glooOptions(std::chrono::milliseconds timeout) {
@@ -30,6 +33,7 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> glooOptions(std::chrono::mil
   options->threads = int(options->devices.size() * 2);
   return options;
 }
+#endif
 
 }  // namespace
 
@@ -44,7 +48,13 @@ bool ncclAvailable() {
 CommPtr makeBackend(const std::string& kind, const StorePtr& store, int rank, int size,
                     std::chrono::milliseconds timeout, std::string_view who) {
   if (kind == "gloo") {
+#ifdef PURPLE_HAVE_GLOO
     return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, glooOptions(timeout));
+#else
+    throwError("dist-error", std::string(who) +
+                                 ": the Gloo backend is not available: the LibTorch this Purple was built against "
+                                 "came without Gloo's headers (a pip PyTorch). Use :backend 'nccl for CUDA tensors");
+#endif
   }
   if (kind == "nccl") {
 #ifdef PURPLE_HAVE_NCCL

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON = "/usr/bin/python3"   # Debian's python3 has torch; a pyenv python3 on PATH may not
+PYTHON = sys.executable   # CTest runs this with the python3 that has torch (tests/CMakeLists.txt)
 RTOL, ATOL = 1e-4, 1e-5
 
 
