@@ -15,7 +15,7 @@ void registerAllBuiltins(Interp& in) {
       {"tensor", registerTensorCreation}, {"tensor", registerTensorMath},
       {"tensor", registerTensorReduction}, {"tensor", registerTensorShape},
       {"tensor", registerTensorIndexing}, {"tensor", registerTensorLinalg},
-      {"tensor", registerTensorDevices}, {"tensor", registerRandom},
+      {"tensor", registerTensorDevices}, {"tensor", registerRandom}, {"tensor", registerCudaMemory},
       {"autograd", registerAutograd},
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
       {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSchedulers},

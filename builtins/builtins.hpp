@@ -31,6 +31,7 @@ void registerTensorShape(Registry& r);
 void registerTensorIndexing(Registry& r);
 void registerTensorLinalg(Registry& r);
 void registerTensorDevices(Registry& r);
+void registerCudaMemory(Registry& r);
 void registerRandom(Registry& r);         // generators, RNG state
 
 // neural networks (nn_value.hpp)

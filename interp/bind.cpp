@@ -370,6 +370,8 @@ void rethrowForeign(const PrimitiveInfo* info) {
   };
   try {
     throw;
+  } catch (const c10::OutOfMemoryError& e) {
+    fail("out-of-memory", e.what_without_backtrace());
   } catch (const c10::Error& e) {
     fail("tensor-error", e.what_without_backtrace());
   } catch (const std::bad_alloc&) {

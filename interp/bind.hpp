@@ -18,6 +18,7 @@
 #include "interp/error.hpp"
 #include "interp/interp.hpp"
 #include "interp/tensor_value.hpp"
+#include "interp/device_memory.hpp"
 #include <c10/util/Exception.h>
 #include <optional>
 #include <string>
@@ -295,19 +296,25 @@ struct Invoker<F, WithInterp, R, std::tuple<A...>> {
     } else {
       slots = bindArguments(in, argv, argc, info, buffer);
     }
-    try {
-      if constexpr (std::is_void_v<R>) {
-        call(in, *static_cast<F*>(info->callable), slots, info, std::index_sequence_for<A...>{});
-        return finish();
-      } else {
-        return finish(call(in, *static_cast<F*>(info->callable), slots, info, std::index_sequence_for<A...>{}));
+    for (bool retried = false;; retried = true) {
+      try {
+        if constexpr (std::is_void_v<R>) {
+          call(in, *static_cast<F*>(info->callable), slots, info, std::index_sequence_for<A...>{});
+          return finish();
+        } else {
+          return finish(call(in, *static_cast<F*>(info->callable), slots, info, std::index_sequence_for<A...>{}));
+        }
+      } catch (const PurpleException&) {
+        throw;
+      } catch (const ContinuationInvoked&) {
+        throw;
+      } catch (const c10::OutOfMemoryError&) {
+        // A GPU allocation failed: dead tensors may be holding the memory until the collector
+        // runs. Collect, empty the cache, and try the builtin once more.
+        if (retried || !reclaimDeviceMemory()) rethrowForeign(info);
+      } catch (...) {
+        rethrowForeign(info);
       }
-    } catch (const PurpleException&) {
-      throw;
-    } catch (const ContinuationInvoked&) {
-      throw;
-    } catch (...) {
-      rethrowForeign(info);
     }
   }
   static Value invoke(Interp& in, Value* argv, int argc, PrimitiveInfo* info) {

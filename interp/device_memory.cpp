@@ -1,0 +1,74 @@
+// GPU memory (device_memory.hpp). The CUDA parts compile only against a CUDA LibTorch
+// (PURPLE_HAVE_CUDA, set by CMake on this file alone); the CUDA caching allocator's interface
+// lives in c10_cuda, which a CPU LibTorch lacks.
+#include "interp/device_memory.hpp"
+#include "interp/gc.hpp"
+#include <atomic>
+#ifdef PURPLE_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace purple {
+
+namespace {
+std::atomic<int64_t> gOomCollections{0};
+}
+
+#ifdef PURPLE_HAVE_CUDA
+
+namespace {
+bool haveDevice() { return c10::cuda::device_count() > 0; }
+int resolve(int device) { return device < 0 ? int(c10::cuda::current_device()) : device; }
+}  // namespace
+
+bool deviceMemoryCompiled() { return true; }
+
+DeviceMemoryStats deviceMemoryStats(int device) {
+  DeviceMemoryStats out;
+  out.oomCollections = gOomCollections.load();
+  if (!haveDevice()) return out;
+  auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(resolve(device));
+  // Index 0 of each StatArray is the aggregate over pools (StatType::AGGREGATE, whose home
+  // namespace moved between LibTorch versions).
+  out.allocated = s.allocated_bytes[0].current;
+  out.maxAllocated = s.allocated_bytes[0].peak;
+  out.reserved = s.reserved_bytes[0].current;
+  out.maxReserved = s.reserved_bytes[0].peak;
+  out.active = s.active_bytes[0].current;
+  out.allocRetries = s.num_alloc_retries;
+  out.ooms = s.num_ooms;
+  return out;
+}
+
+void deviceMemoryResetPeaks(int device) {
+  if (haveDevice()) c10::cuda::CUDACachingAllocator::resetPeakStats(resolve(device));
+}
+
+void deviceMemoryEmptyCache() {
+  if (haveDevice()) c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+bool reclaimDeviceMemory() {
+  if (!haveDevice()) return false;
+  gOomCollections.fetch_add(1);
+  gcCollectNow();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  return true;
+}
+
+#else
+
+bool deviceMemoryCompiled() { return false; }
+DeviceMemoryStats deviceMemoryStats(int) {
+  DeviceMemoryStats out;
+  out.oomCollections = gOomCollections.load();
+  return out;
+}
+void deviceMemoryResetPeaks(int) {}
+void deviceMemoryEmptyCache() {}
+bool reclaimDeviceMemory() { return false; }
+
+#endif
+
+}  // namespace purple
