@@ -90,7 +90,19 @@ else
 fi
 
 # --- 2. mounts ---------------------------------------------------------------------------------
-cleanup() { unmount_all "$target"; }
+# Processes a test left running inside the root (a kernel, a rank) end with the run: this
+# script started them, and they would keep the root's mounts alive.
+stop_leftovers() {
+  local p pids=()
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$target" ] && pids+=("${p#/proc/}")
+  done
+  [ ${#pids[@]} -eq 0 ] && return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  sleep 1
+  kill -9 "${pids[@]}" 2>/dev/null || true
+}
+cleanup() { stop_leftovers; unmount_all "$target"; }
 trap cleanup EXIT
 mount -t proc proc "$target/proc"
 mount --bind /dev "$target/dev"
@@ -151,8 +163,9 @@ set -e
 log "scripts/test.sh in the root took $(elapsed "$t0"), exit status $status"
 echo "== Debian 13: $(in_root /src/purple/build/purple --version 2>/dev/null || echo 'purple not built')"
 echo "== Debian 13: CTest summary"
-if grep -q 'tests passed' "$logfile"; then
-  sed -n '/tests passed/,$p' "$logfile"
+summary=$(grep -n '^[0-9]*% tests passed' "$logfile" | tail -1 | cut -d: -f1)
+if [ -n "$summary" ]; then
+  tail -n +"$summary" "$logfile"
 else
   echo "(CTest did not run; see the log above)"
   [ "$status" != 0 ] || status=1
