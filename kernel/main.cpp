@@ -1,7 +1,7 @@
 // `purple-kernel -f CONNECTION_FILE`: the Jupyter kernel, started by Jupyter from the kernelspec
-// that `purple --install-kernel` writes. xeus speaks the protocol (Debian 12's 2.4, with its own ZeroMQ server;
-// Debian 13's 5.x, with xeus-zmq's); Purple runs on the main thread switched to a big stack, as in the `purple`
-// command, so deep recursion ends in Purple's depth limit.
+// that `purple --install-kernel` writes. xeus speaks the protocol (Debian 12's 2.4 with its own
+// ZeroMQ server, Debian 13's 5.x with xeus-zmq's); Purple runs on the main thread switched to a
+// big stack, as in the `purple` command, so deep recursion ends in Purple's depth limit.
 //
 // Interrupts: Jupyter sends SIGINT (interrupt_mode "signal"). It is blocked in every thread and
 // received by one that waits for it, so no ZeroMQ poll ever sees EINTR; that thread only asks
