@@ -332,10 +332,17 @@ struct BatchIterator {
     std::mt19937_64 rng(baseSeed ^ (0x9E3779B97F4A7C15ULL * uint64_t(b + 1)));
     std::vector<at::Tensor> out;
     out.reserve(s.tensors.size());
+    at::Tensor idxOnDevice;   // for a dataset already on a GPU: index_select wants the index there
     for (size_t f = 0; f < s.tensors.size(); f++) {
-      at::Tensor t = s.tensors[f].index_select(0, idx);
+      const at::Tensor& field = s.tensors[f];
+      const at::Tensor* index = &idx;
+      if (field.device() != idx.device()) {
+        if (!idxOnDevice.defined() || idxOnDevice.device() != field.device()) idxOnDevice = idx.to(field.device());
+        index = &idxOnDevice;
+      }
+      at::Tensor t = field.index_select(0, *index);
       if (f == 0 && !s.spec.empty()) t = applySpec(s.spec, t, true, rng);
-      if (pinMemory) t = t.pin_memory();
+      if (pinMemory && t.is_cpu()) t = t.pin_memory();   // only host memory can be pinned
       out.push_back(std::move(t));
     }
     return out;
@@ -599,7 +606,7 @@ void runCollate(CollateNode& node, bool pin) {
       for (CollateNode& f : node.fields) runCollate(f, pin);
       return;
   }
-  if (pin) node.tensor = node.tensor.pin_memory();
+  if (pin && node.tensor.is_cpu()) node.tensor = node.tensor.pin_memory();
 }
 
 Value collatedValue(CollateNode& node) {
