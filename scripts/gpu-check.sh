@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Purple on a GPU machine, in one run: build against the machine's CUDA LibTorch (a pip PyTorch
+# 2.x), run the CUDA tests, the GPU benchmarks side by side with PyTorch, then the rest of the
+# suite in the time left, and write the logs and a results table under $OUT.
+#
+# Here first (a Debian machine with apt), in the project root:
+#     bash scripts/gpu-fetch-debs.sh          # the libraries and data, into .devdeps/
+# Then on the GPU machine (the device tool's run, carrying .devdeps):
+#     bash scripts/gpu-check.sh               # GPU_CHECK_SECONDS (default 450) bounds the whole run
+#
+# What it writes under $OUT (at most 8 files come back): gpu-check.log (each step, with times),
+# build.log, ctest-cuda.log, bench.log, ctest-rest.log, results.md (the table to commit as
+# bench/results/DATE-gpu.md).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
+start=$(date +%s)
+deadline=$((start + ${GPU_CHECK_SECONDS:-450}))
+left() { echo $((deadline - $(date +%s))); }
+log() { echo "[gpu-check +$(($(date +%s) - start))s] $*" | tee -a "$out/gpu-check.log"; }
+cd "$root"
+
+# ---- the machine -------------------------------------------------------------------------------
+python=$(command -v python3)
+torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))') || {
+  log "no python3 with torch on this machine"; exit 1; }
+site=$(dirname "$torch_dir")
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+versions=$("$python" -c 'import torch, sys; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, Python {sys.version.split()[0]}")')
+log "GPU: ${gpu:-none}; $versions; $(nproc) cores"
+
+# ---- Purple's other dependencies: Debian packages unpacked into a private prefix ---------------
+prefix=/opt/devdeps
+mkdir -p "$prefix"
+for f in .devdeps/*.deb; do
+  case $(basename "$f") in
+    dataset-fashion-mnist_*|fortunes_*|fortunes-min_*) dpkg -x "$f" / ;;   # data files only
+    *) dpkg -x "$f" "$prefix" ;;
+  esac
+done
+multi=$prefix/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$multi:${LD_LIBRARY_PATH:-}
+# The packages' pkg-config files say /usr; the compiler and linker look in the prefix as well.
+export CPATH=$prefix/usr/include${CPATH:+:$CPATH}
+export LIBRARY_PATH=$multi${LIBRARY_PATH:+:$LIBRARY_PATH}
+# The Python bridge embeds the system libpython; torch lives in the venv's site-packages.
+export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+
+# NCCL's header comes with the pip package nvidia-nccl-*, beside torch.
+nccl_h=$(find "$site/nvidia" -name nccl.h -path '*include*' 2>/dev/null | head -1)
+
+# ---- build ---------------------------------------------------------------------------------------
+log "configure and build (build-gpu/)"
+{
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)');$prefix/usr" \
+    -DCMAKE_INCLUDE_PATH="$prefix/usr/include" -DCMAKE_LIBRARY_PATH="$multi" \
+    -DPURPLE_TEST_PYTHON="$python" -DTORCH_CUDA_ARCH_LIST=9.0 \
+    ${nccl_h:+-DNCCL_INCLUDE_DIR="$(dirname "$nccl_h")"} &&
+  ninja -C build-gpu -k 0 -j "$(nproc)"
+} > "$out/build.log" 2>&1
+build_rc=$?
+grep -E '^-- (CUDA|Distributed|Python bridge|TensorBoard|plots|purple-kernel)' "$out/build.log" | tee -a "$out/gpu-check.log"
+if [ $build_rc -ne 0 ]; then
+  log "BUILD FAILED (rc $build_rc); the errors:"
+  grep -E 'error|FAILED' "$out/build.log" | head -40 | tee -a "$out/gpu-check.log"
+  # A failed test program need not stop the rest: go on while the interpreter itself was built.
+  [ -x build-gpu/purple ] || exit 1
+fi
+log "built: $(build-gpu/purple --version)"
+
+# ---- the CUDA tests ----------------------------------------------------------------------------
+log "ctest -L cuda"
+ctest --test-dir build-gpu -L cuda -j 8 --output-on-failure --timeout 180 > "$out/ctest-cuda.log" 2>&1
+log "cuda tests: $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | tail -1)"
+grep -E '^\s*[0-9]+/[0-9]+ Test' "$out/ctest-cuda.log" >> "$out/gpu-check.log"
+
+# ---- benchmarks against PyTorch on the same GPU --------------------------------------------------
+bench_seconds=$(( $(left) - 120 ))
+[ $bench_seconds -gt 200 ] && bench_seconds=200
+if [ -f bench/gpu/run.py ] && [ $bench_seconds -gt 30 ]; then
+  log "benchmarks (about ${bench_seconds} s)"
+  timeout $((bench_seconds + 60)) "$python" bench/gpu/run.py --purple build-gpu/purple --python "$python" \
+    --device cuda --seconds "$bench_seconds" --out "$out/bench.md" > "$out/bench.log" 2>&1
+  log "benchmarks rc $?"
+else
+  log "benchmarks skipped (${bench_seconds} s left for them)"
+fi
+
+# ---- the rest of the suite in the time left -------------------------------------------------------
+rest=$(( $(left) - 15 ))
+if [ $rest -gt 30 ]; then
+  log "ctest -LE cuda for at most ${rest} s"
+  # --stop-time ends the run with CTest's own summary; timeout is the backstop.
+  timeout $((rest + 20)) ctest --test-dir build-gpu -LE cuda -j 12 --timeout 150 --output-on-failure \
+    --stop-time "$(date -d @$(($(date +%s) + rest)) +%H:%M:%S)" > "$out/ctest-rest.log" 2>&1
+  log "rest of the suite (rc $?): $(grep -E 'tests passed|tests failed' "$out/ctest-rest.log" | tail -1)"
+  grep -E '\*\*\*|Failed|Timeout|Not Run' "$out/ctest-rest.log" | grep -E '^ *[0-9]+ - |Test +#' | head -60 >> "$out/gpu-check.log"
+fi
+
+# ---- the results table --------------------------------------------------------------------------
+{
+  echo "# Purple on a GPU: $(date -u +%Y-%m-%d)"
+  echo
+  echo "- GPU: ${gpu:-none}"
+  echo "- $versions"
+  echo "- Purple: $(build-gpu/purple --version), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "- Machine: $(nproc) cores; command: \`bash scripts/gpu-check.sh\` (one device run)"
+  echo
+  echo "## Tests"
+  echo
+  echo "- CUDA tests (\`ctest -L cuda\`): $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | tail -1)"
+  [ -f "$out/ctest-rest.log" ] && echo "- The rest of the suite (\`ctest -LE cuda\`): $(grep -E 'tests passed|tests failed' "$out/ctest-rest.log" | tail -1)"
+  echo
+  echo '```'
+  grep -E 'Test +#' "$out/ctest-cuda.log"
+  echo '```'
+  echo
+  echo "## Benchmarks (Purple ÷ Python, same GPU, same run)"
+  echo
+  [ -f "$out/bench.md" ] && cat "$out/bench.md" || echo "(no benchmark table)"
+} > "$out/results.md"
+log "done in $(($(date +%s) - start)) s"
