@@ -28,7 +28,14 @@ DeviceMemoryStats deviceMemoryStats(int device) {
   DeviceMemoryStats out;
   out.oomCollections = gOomCollections.load();
   if (!haveDevice()) return out;
-  auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(resolve(device));
+  c10::cuda::CUDACachingAllocator::DeviceStats s;
+  try {
+    s = c10::cuda::CUDACachingAllocator::getDeviceStats(resolve(device));
+  } catch (const c10::Error&) {
+    // Before the first CUDA tensor the allocator has no devices yet ("Invalid device argument"):
+    // nothing is allocated, as torch.cuda.memory_stats() answers then.
+    return out;
+  }
   // Index 0 of each StatArray is the aggregate over pools (StatType::AGGREGATE, whose home
   // namespace moved between LibTorch versions).
   out.allocated = s.allocated_bytes[0].current;
@@ -41,19 +48,28 @@ DeviceMemoryStats deviceMemoryStats(int device) {
   return out;
 }
 
+// Both are no-ops before the allocator has been set up (nothing to reset or return yet).
 void deviceMemoryResetPeaks(int device) {
-  if (haveDevice()) c10::cuda::CUDACachingAllocator::resetPeakStats(resolve(device));
+  if (!haveDevice()) return;
+  try {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(resolve(device));
+  } catch (const c10::Error&) {
+  }
 }
 
 void deviceMemoryEmptyCache() {
-  if (haveDevice()) c10::cuda::CUDACachingAllocator::emptyCache();
+  if (!haveDevice()) return;
+  try {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  } catch (const c10::Error&) {
+  }
 }
 
 bool reclaimDeviceMemory() {
   if (!haveDevice()) return false;
   gOomCollections.fetch_add(1);
   gcCollectNow();
-  c10::cuda::CUDACachingAllocator::emptyCache();
+  deviceMemoryEmptyCache();
   return true;
 }
 
