@@ -1,8 +1,11 @@
 // The differences between the LibTorch lines Purple builds against, in one place: Debian 12's
 // 1.13, Debian 13's 2.6, and a pip PyTorch 2.x (the GPU machine's 2.11 with CUDA). Debian pairs
 // LibTorch with python3-torch at one version, so the compile-time version is also the behaviour
-// the interop tests expect. Every #if on the LibTorch version belongs here; code elsewhere names
-// the difference (PURPLE_TORCH_AT_LEAST, compat::...) instead of a version number.
+// the interop tests expect. Every #if on the LibTorch version belongs here, each difference a
+// numbered item; code elsewhere names the difference (compat::..., PURPLE_ALLOCATE_CONST,
+// PURPLE_C10D_BACKENDS) instead of a version number. Where one item holds for "2.x", it was seen
+// in 2.6 (Debian 13) and, for the build, in 2.11; the release in between that brought it is not
+// pinned down unless the item names it.
 #pragma once
 #include <torch/version.h>   // TORCH_VERSION_*: without this include they are undefined, i.e. 0
 #include <c10/core/Allocator.h>
@@ -93,8 +96,7 @@ constexpr bool kDistProtocol2 = PURPLE_TORCH_AT_LEAST(2, 0);
 
 // 6. NAdam: 1.13 multiplied mu into mu_product_next twice (mu_product * mu * mu_next, after
 //    mu_product had already taken mu); 2.x computes mu_product * mu_next, with mu_product read as
-//    a number. Purple steps as the Python of its own LibTorch does (the 2.6 behaviour is what the
-//    interop tests check; the release in between that changed it is not pinned down here).
+//    a number. Purple steps as the Python of its own LibTorch does.
 constexpr bool kNadamMuTwice = !PURPLE_TORCH_AT_LEAST(2, 0);
 
 // 7. Python's optimizer state dicts (which Purple reads and writes key for key): 2.x adds
