@@ -139,6 +139,8 @@ std::map<std::string, std::string> attackCalls() {
       {"get-environment-variable", "(get-environment-variable \"PURPLE_SANDBOX_SECRET\")"},
       {"get-environment-variables", "(get-environment-variables)"},
       {"set-tensor-gc-threshold!", "(set-tensor-gc-threshold! 1)"},
+      {"cuda-empty-cache", "(cuda-empty-cache)"},
+      {"cuda-reset-peak-memory-stats", "(cuda-reset-peak-memory-stats)"},
       {"open-input-file", "(read-line (open-input-file \"W/victim\"))"},
       {"open-binary-input-file", "(read-u8 (open-binary-input-file \"W/victim\"))"},
       {"open-output-file", "(close-port (open-output-file \"W/made\"))"},
@@ -240,7 +242,7 @@ std::string replaceAll(std::string s, const std::string& from, const std::string
 // The audit (docs/sandbox.md): the builtins refused in a sandbox.
 const std::set<std::string> kRefused = {
     "command-line", "exit", "emergency-exit", "get-environment-variable", "get-environment-variables",
-    "set-tensor-gc-threshold!", "open-input-file", "open-binary-input-file", "open-output-file",
+    "set-tensor-gc-threshold!", "cuda-empty-cache", "cuda-reset-peak-memory-stats", "open-input-file", "open-binary-input-file", "open-output-file",
     "open-binary-output-file", "call-with-output-file", "call-with-input-file", "with-output-to-file",
     "with-input-from-file", "file-exists?", "delete-file", "load", "rename-file", "create-directory", "load-idx",
     "load-csv", "set-num-threads!", "set-flush-denormal!", "set-default-dtype!", "default-generator",
