@@ -7,6 +7,7 @@
 #include "interp/printer.hpp"
 #include "interp/reader.hpp"
 #include "interp/file_io.hpp"
+#include "interp/let_release.hpp"
 #include <array>
 #include <fstream>
 #include <memory>
@@ -672,6 +673,7 @@ struct Analyzer {
       n->inits[i] = inits[i];
     }
     n->body = bodyNode;
+    markReleasableLetSlots(n);
     return n;
   }
 

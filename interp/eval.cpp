@@ -10,6 +10,7 @@
 #include "interp/gc.hpp"
 #include "interp/bind.hpp"
 #include "interp/tensor_scope.hpp"
+#include "interp/let_release.hpp"
 #include <gc/gc.h>
 #include <array>
 #include <atomic>
@@ -1178,6 +1179,9 @@ Value Interp::eval(Node* node, Frame* env) {
       case Op::Let: {
         auto* n = static_cast<LetNode*>(node);
         for (uint32_t i = 0; i < n->count; i++) env->slots[n->slots[i]] = evalSimple(*this, n->inits[i], env);
+        // A variable that may be freed when the body returns holds a tensor: the body is then not
+        // a tail (something happens after it). Numbers in such variables keep the tail call.
+        if (n->releaseMask && letHoldsReleasableTensor(n, env)) return evalLetReleasing(*this, n, env);
         node = n->body;
         continue;
       }

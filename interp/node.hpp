@@ -24,11 +24,22 @@ struct SetLocalNode : Node { uint32_t depth, index; Node* value; };
 struct SetGlobalNode : Node { GlobalCell* cell; Node* value; };   // also DefineGlobal
 struct IfNode : Node { Node* test; Node* then; Node* otherwise; };
 struct SeqNode : Node { uint32_t count; Node* items[1]; };          // also And, Or
+struct GlobalCell;
 struct LetNode : Node {             // flattened let: slots in the current frame
   uint32_t count;
   Node* body;
   uint32_t* slots;
   Node** inits;
+  // Bit i: variable i is only ever an argument of builtins that keep no reference to their
+  // arguments (kPrimBorrowsArgs), is never assigned or captured, and the body ends in no call
+  // of a closure. A tensor it holds is dead once the body returns, and is freed then, as
+  // reference counting would free it (let_release.cpp). guardCells are the globals naming the
+  // builtins that proof rests on, guardValues what they held then: the release happens only
+  // while they still hold them.
+  uint32_t releaseMask;
+  uint32_t nGuardCells;
+  GlobalCell** guardCells;
+  Value* guardValues;
 };
 struct CaseNode : Node {
   Node* key;
