@@ -114,8 +114,13 @@ mount -t tmpfs -o mode=1777 tmp "$target/tmp"
 cp -L /etc/resolv.conf "$target/etc/resolv.conf" 2>/dev/null || true
 cp /etc/hosts "$target/etc/hosts" 2>/dev/null || true
 
+# A clean environment inside, but for the host's proxy settings (apt inside the root uses them).
+proxies=()
+for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  [ -n "${!v:-}" ] && proxies+=("$v=${!v}")
+done
 in_root() {
-  chroot "$target" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
+  chroot "$target" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 ${proxies[@]+"${proxies[@]}"} \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     CCACHE_DIR=/var/cache/purple-ccache CCACHE_MAXSIZE=5G \
     CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime \
