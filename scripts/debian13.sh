@@ -45,6 +45,14 @@ if [ ${#host_tools[@]} -gt 0 ]; then
            apt-get install -y -q --no-install-recommends "${host_tools[@]}"; }
 fi
 
+case "$target" in
+  /*/*) ;;
+  *) echo "debian13.sh: PURPLE_DEBIAN13_ROOT must be an absolute path below a directory, got '$target'" >&2; exit 2 ;;
+esac
+if [ -e "$target" ] && [ ! -f "$target/.purple-root" ] && [ -n "$(ls -A "$target" 2>/dev/null)" ]; then
+  echo "debian13.sh: $target exists and is not a root this script made; remove it or set PURPLE_DEBIAN13_ROOT" >&2
+  exit 2
+fi
 mkdir -p "$(dirname "$target")"
 # One run at a time per root (CI and a developer on the same machine).
 exec 9>"$target.lock"
@@ -79,10 +87,7 @@ path-exclude /usr/share/man/*
 path-exclude /usr/share/info/*
 EOF
   touch "$partial/.purple-root"
-  if [ -e "$target" ]; then
-    unmount_all "$target"
-    rm -rf --one-file-system "$target"
-  fi
+  [ -d "$target" ] && rmdir "$target"   # empty (checked above)
   mv "$partial" "$target"
   log "root made in $(elapsed "$t0")"
 else
