@@ -22,8 +22,6 @@ bool haveDevice() { return c10::cuda::device_count() > 0; }
 int resolve(int device) { return device < 0 ? int(c10::cuda::current_device()) : device; }
 }  // namespace
 
-bool deviceMemoryCompiled() { return true; }
-
 DeviceMemoryStats deviceMemoryStats(int device) {
   DeviceMemoryStats out;
   out.oomCollections = gOomCollections.load();
@@ -75,7 +73,6 @@ bool reclaimDeviceMemory() {
 
 #else
 
-bool deviceMemoryCompiled() { return false; }
 DeviceMemoryStats deviceMemoryStats(int) {
   DeviceMemoryStats out;
   out.oomCollections = gOomCollections.load();

@@ -17,7 +17,6 @@ struct DeviceMemoryStats {
   int64_t oomCollections = 0;                // collections Purple ran after an out-of-memory error
 };
 
-bool deviceMemoryCompiled();                             // built against a CUDA LibTorch
 DeviceMemoryStats deviceMemoryStats(int device);         // device -1: the current one
 void deviceMemoryResetPeaks(int device);
 void deviceMemoryEmptyCache();

@@ -18,9 +18,8 @@ import sys
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from gpu_common import amp_dtype, clock, device_type, fmt, make_scaler, make_sync
+from gpu_common import amp_dtype, clock, device_type, fmt, make_scaler, make_sync, train_step
 
 args = sys.argv[1:]
 device = args[0] if args else "cuda"
@@ -44,20 +43,7 @@ def run(mode):
     y = torch.randint(0, 10, (64,)).to(device)
 
     def step():
-        if dtype is None:
-            loss = F.cross_entropy(model(x), y)
-        else:
-            with torch.autocast(kind, dtype=dtype):
-                loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        if scaler is None:
-            loss.backward()
-            opt.step()
-        else:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        return loss
+        return train_step(model, opt, scaler, kind, dtype, x, y)
 
     first = step().item()
     step()

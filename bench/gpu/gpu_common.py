@@ -48,5 +48,26 @@ def make_scaler(device):
     return torch.cuda.amp.GradScaler(enabled=(kind == "cuda"))
 
 
+def train_step(model, opt, scaler, kind, dtype, x, y):
+    """One cross-entropy training step as both benchmarks take it: the forward pass under
+    autocast when DTYPE is given, gradients cleared to None, and the step through SCALER when
+    there is one. Returns the loss (a tensor: reading it would wait for the device)."""
+    import torch.nn.functional as F
+    if dtype is None:
+        loss = F.cross_entropy(model(x), y)
+    else:
+        with torch.autocast(kind, dtype=dtype):
+            loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    if scaler is None:
+        loss.backward()
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return loss
+
+
 def fmt(x, digits=4):
     return "%.*f" % (digits, x)

@@ -21,9 +21,8 @@ Prints, for each mode, "WORK ..." and
 import sys
 
 import torch
-import torch.nn.functional as F
 
-from gpu_common import amp_dtype, clock, device_type, fmt, make_scaler, make_sync
+from gpu_common import amp_dtype, clock, device_type, fmt, make_scaler, make_sync, train_step
 
 args = sys.argv[1:]
 device = args[0] if args else "cuda"
@@ -62,19 +61,7 @@ def epoch(mode, max_steps=None):
             x, y = x_all[idx], y_all[idx]
         else:
             x, y = x_all[idx].to(device), y_all[idx].to(device)
-        if dtype is None:
-            loss = F.cross_entropy(model(x), y)
-        else:
-            with torch.autocast(kind, dtype=dtype):
-                loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        if scaler is None:
-            loss.backward()
-            opt.step()
-        else:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+        loss = train_step(model, opt, scaler, kind, dtype, x, y)
         total += loss.detach()
         steps += 1
         if steps == max_steps:

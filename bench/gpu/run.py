@@ -385,17 +385,15 @@ def write_report(out, a, stamp, total, chosen, st, machine):
     w("The check column holds each side's last extra field: the mean or final training loss (mlp, cnn), a "
       "checksum (dispatch, loop) or the number of timed steps (chargpt). Same-seed fp32 losses should agree "
       "closely; autocast runs may differ in the last digits.")
-    if st.losses:
+    for title, table in (("Char-GPT validation loss before and after the timed steps, and the last training loss:",
+                          st.losses),
+                         ("Allocator counters after the loop:", st.info)):
+        if not table:
+            continue
         w("")
-        w("Char-GPT validation loss before and after the timed steps, and the last training loss:")
+        w(title)
         w("")
-        for (side, name), vals in sorted(st.losses.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            w("- %s %s: %s" % (name, side, "; ".join(vals)))
-    if st.info:
-        w("")
-        w("Allocator counters after the loop:")
-        w("")
-        for (side, name), vals in sorted(st.info.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        for (side, name), vals in sorted(table.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             w("- %s %s: %s" % (name, side, "; ".join(vals)))
     w("")
     w("## Failures")
