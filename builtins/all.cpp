@@ -7,7 +7,7 @@ void registerAllBuiltins(Interp& in) {
   struct Family { const char* name; void (*fn)(Registry&); };
   const Family families[] = {
       {"control", registerControl},     {"equality", registerEquality},
-      {"numbers", registerNumbers},     {"lists", registerLists},
+      {"numbers", registerNumbers},     {"lists", registerLists}, {"lists", registerSorting},
       {"symbols", registerSymbols},     {"chars", registerChars},
       {"strings", registerStrings}, {"strings", registerFormat},     {"vectors", registerVectors},
       {"hash-tables", registerHashTables}, {"records", registerRecords},
@@ -18,7 +18,7 @@ void registerAllBuiltins(Interp& in) {
       {"tensor", registerTensorDevices}, {"tensor", registerRandom}, {"tensor", registerCudaMemory},
       {"autograd", registerAutograd},
       {"nn", registerNnModules}, {"nn", registerNnDefine}, {"nn", registerNnFunctional},
-      {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSchedulers},
+      {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSchedulers}, {"nn", registerCyclicSchedulers},
       {"nn", registerOptimizers}, {"nn", registerOptimizerState}, {"nn", registerAmp},
       {"nn", registerAveragedModels}, {"nn", registerSerialize},
       {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript},

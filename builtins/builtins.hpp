@@ -2,7 +2,7 @@
 // (builtins/all.cpp) when an interpreter is made. Adding a family: write builtins/GROUP/NAME.cpp with
 // `void registerNAME(Registry&)`, declare it here and list it in all.cpp.
 #pragma once
-#include "interp/bind.hpp"
+#include "interp/language/bind.hpp"
 
 namespace purple {
 
@@ -13,6 +13,7 @@ void registerControl(Registry& r);        // apply, call/cc, dynamic-wind, value
 void registerEquality(Registry& r);       // eq? eqv? equal?
 void registerNumbers(Registry& r);        // numeric tower
 void registerLists(Registry& r);          // pairs and lists
+void registerSorting(Registry& r);        // sort, sort!, list-sort, merge
 void registerSymbols(Registry& r);        // symbols, keywords, booleans
 void registerChars(Registry& r);
 void registerStrings(Registry& r);
@@ -41,6 +42,7 @@ void registerNnFunctional(Registry& r);   // tensor-linear, batch-norm, one-hot,
 void registerLosses(Registry& r);
 void registerOptim(Registry& r);          // optimizers, clipping
 void registerSchedulers(Registry& r);     // learning-rate schedulers
+void registerCyclicSchedulers(Registry& r);   // cyclic, one-cycle, warm restarts, on plateau
 void registerOptimizers(Registry& r);     // nadam, radam, adamax, adadelta
 void registerOptimizerState(Registry& r); // optimizer state dicts in PyTorch's layout
 void registerAmp(Registry& r);            // autocast, grad scaler

@@ -1,5 +1,5 @@
 # The Python bridge, optional: (purple python) (builtins/python/, built as the plugin
-# libpurple_python.so that libpurple loads on import; see interp/python_library.cpp for why it is
+# libpurple_python.so that libpurple loads on import; see interp/language/python_library.cpp for why it is
 # not part of libpurple) and the `purple` Python module (python/). Without CPython's development
 # files Purple builds and runs as before, and (import (purple python)) says why it is missing.
 option(PURPLE_WITH_PYTHON "Build the Python bridge when CPython's development files are found" ON)

@@ -130,6 +130,7 @@ in_root() {
     CCACHE_DIR=/var/cache/purple-ccache CCACHE_MAXSIZE=5G \
     CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime \
     CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    PURPLE_WERROR="${PURPLE_WERROR:-OFF}" \
     "$@"
 }
 

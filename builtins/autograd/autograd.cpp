@@ -12,13 +12,13 @@
 #include <torch/csrc/autograd/variable.h>
 #include "builtins/builtins.hpp"
 #include "builtins/core/handle.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <cmath>
 #include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -53,8 +53,8 @@
 #include <torch/csrc/autograd/variable.h>
 #include <gc/gc.h>
 #include "builtins/builtins.hpp"
-#include "interp/gc.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <functional>
 #include <memory>
 #include <mutex>

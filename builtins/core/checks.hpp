@@ -2,9 +2,9 @@
 // argument checks that raise Purple errors naming the procedure and argument, and GC-visible
 // scratch arrays.
 #pragma once
-#include "interp/bind.hpp"
-#include "interp/error.hpp"
-#include "interp/value.hpp"
+#include "interp/language/bind.hpp"
+#include "interp/core/error.hpp"
+#include "interp/core/value.hpp"
 
 #include <cstdint>
 #include <string>
@@ -125,6 +125,27 @@ void stableSort(Interp& in, Value* items, size_t n, Value less, std::string_view
 inline bool isBuiltin(Value v, std::string_view name) {
   return v.is(Kind::Primitive) && v.as<Primitive>()->info && v.as<Primitive>()->info->name == name;
 }
+
+// Builds a list front to back. The head lives in a local Value (the C stack is scanned), and
+// each new pair is reachable from it before the next allocation.
+struct ListBuilder {
+  Value head = Value::nil();
+  Value tail = Value::nil();
+  uint64_t count = 0;
+  void add(Value v) {
+    pollEvery(++count);   // a copy of a list of a hundred million elements takes seconds
+    Value p = cons(v, Value::nil());
+    if (tail.isNil()) head = p;
+    else tail.as<Pair>()->cdr = p;
+    tail = p;
+  }
+  // Ends the list with REST (shared, not copied): for append.
+  Value finish(Value rest = Value::nil()) {
+    if (tail.isNil()) return rest;
+    tail.as<Pair>()->cdr = rest;
+    return head;
+  }
+};
 
 }  // namespace data
 }  // namespace purple

@@ -1,13 +1,16 @@
 // Control: apply, map, for-each, values, call/cc (escaping), dynamic-wind, exceptions, eval,
 // parameters, promises, case-lambda.
 #include "builtins/builtins.hpp"
-#include "interp/interp_state.hpp"
-#include "interp/node.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_scope.hpp"
+#include "builtins/core/checks.hpp"
+#include "interp/core/interp_state.hpp"
+#include "interp/language/node.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_scope.hpp"
 #include <gc/gc_allocator.h>
 
 namespace purple {
+
+using data::ListBuilder;
 
 namespace {
 
@@ -27,19 +30,6 @@ Value applyPrim(Interp& in, Value* a, int n, PrimitiveInfo* info) {
   for (Value p = last; isPair(p); p = cdr(p)) args.push_back(car(p));
   return in.apply(a[0], args.data(), int(args.size()));
 }
-
-// Appends to a list in order without reversing it at the end.
-struct ListBuilder {
-  Value head = Value::nil(), tail = Value::nil();
-  uint64_t count = 0;
-  void add(Value v) {
-    pollEvery(++count);   // long lists take seconds to build: honour budgets
-    Value cell = cons(v, Value::nil());
-    if (head.isNil()) head = cell;
-    else tail.as<Pair>()->cdr = cell;
-    tail = cell;
-  }
-};
 
 // Required argument count of a procedure, or -1 when unknown.
 int requiredArity(Value fn) {

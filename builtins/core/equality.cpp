@@ -1,7 +1,7 @@
 // eq?, eqv?, equal?: raw primitives, because they sit in hot loops (memv, case, assoc).
 #include "builtins/builtins.hpp"
-#include "interp/inline_ops.hpp"
-#include "interp/equality.hpp"
+#include "interp/language/inline_ops.hpp"
+#include "interp/language/equality.hpp"
 
 namespace purple {
 

@@ -17,11 +17,11 @@
 // Numeric directives also take tensors with one element (a loss, an accuracy), so training logs
 // need no tensor-item.
 #include "builtins/builtins.hpp"
-#include "interp/gc.hpp"
-#include "interp/numbers.hpp"
-#include "interp/port.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/core/port.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <ATen/ATen.h>
 #include <cmath>
 #include <cstdio>

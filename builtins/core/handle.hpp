@@ -1,7 +1,7 @@
 // Removable handles: what registering a hook returns (tensor hooks in autograd/, module hooks in
 // nn/). One Foreign kind for all of them, so `hook-remove!` and `hook-handle?` work on any.
 #pragma once
-#include "interp/value.hpp"
+#include "interp/core/value.hpp"
 
 namespace purple {
 

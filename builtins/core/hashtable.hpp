@@ -11,7 +11,7 @@
 // Iteration (keys, values, walk, fold, ->alist) follows insertion order, so programs print the
 // same thing on every run.
 #pragma once
-#include "interp/value.hpp"
+#include "interp/core/value.hpp"
 
 #include <cstdint>
 

@@ -6,8 +6,8 @@
 #include "builtins/builtins.hpp"
 #include "builtins/core/checks.hpp"
 #include "builtins/core/unicode.hpp"
-#include "interp/equality.hpp"
-#include "interp/numbers.hpp"
+#include "interp/language/equality.hpp"
+#include "interp/language/numbers.hpp"
 
 #include <algorithm>
 #include <cmath>

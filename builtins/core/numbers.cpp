@@ -1,10 +1,10 @@
 // Numeric procedures of R7RS (scheme base), (scheme inexact), plus bitwise operations and
 // random numbers. Generic arithmetic also accepts tensors (numbers broadcast).
 #include "builtins/builtins.hpp"
-#include "interp/inline_ops.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_hooks.hpp"
+#include "interp/language/inline_ops.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_hooks.hpp"
 #include <complex>
 #include <cmath>
 #include <random>
@@ -338,7 +338,7 @@ void registerNumbers(Registry& r) {
     if (!v.isFixnum() || v.fixnum() <= 0) throwTypeError("random", 1, "a positive integer or real", v);
     return Value::fixnum(int64_t(std::uniform_int_distribution<uint64_t>(0, uint64_t(v.fixnum() - 1))(rng())));
   }, "A random integer in [0, N), or a random real in [0, N) when N is inexact.");
-  // Fixnum fast paths the evaluator runs without calling these builtins (see interp/inline_ops.hpp).
+  // Fixnum fast paths the evaluator runs without calling these builtins (see interp/language/inline_ops.hpp).
   const std::pair<const char*, InlineBuiltin> inlined[] = {
       {"+", InlineBuiltin::Add}, {"-", InlineBuiltin::Sub}, {"*", InlineBuiltin::Mul}, {"<", InlineBuiltin::Lt},
       {">", InlineBuiltin::Gt},  {"<=", InlineBuiltin::Le}, {">=", InlineBuiltin::Ge}, {"=", InlineBuiltin::NumEq},

@@ -1,6 +1,6 @@
 // Record types: the procedures define-record-type (prelude/records.purple) expands into.
 #include "builtins/builtins.hpp"
-#include "interp/printer.hpp"
+#include "interp/language/printer.hpp"
 
 namespace purple {
 

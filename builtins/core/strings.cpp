@@ -6,7 +6,7 @@
 // character indices everywhere. Substring search works on bytes: a match of valid UTF-8 inside
 // valid UTF-8 always starts on a character boundary.
 #include "builtins/builtins.hpp"
-#include "interp/gc.hpp"
+#include "interp/core/gc.hpp"
 #include "builtins/core/checks.hpp"
 #include "builtins/core/unicode.hpp"
 

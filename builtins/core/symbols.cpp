@@ -1,8 +1,8 @@
 // Symbols, keywords and booleans.
 #include "builtins/builtins.hpp"
-#include "interp/symbol_table.hpp"
+#include "interp/core/symbol_table.hpp"
 #include "builtins/core/checks.hpp"
-#include "interp/inline_ops.hpp"
+#include "interp/language/inline_ops.hpp"
 
 namespace purple {
 

@@ -2,7 +2,7 @@
 // (vector-count, vector-index, vector-grow, subvector, bytevector->list ...).
 #include "builtins/builtins.hpp"
 #include "builtins/core/checks.hpp"
-#include "interp/inline_ops.hpp"
+#include "interp/language/inline_ops.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -22,7 +22,7 @@ Value primVectorP(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
   checkArity(info, argc);
   return Value::boolean(argv[0].is(Kind::Vector));
 }
-Value primVector(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
+Value primVector(Interp&, Value* argv, int argc, PrimitiveInfo*) {
   Value v = newVector(size_t(argc));
   std::copy(argv, argv + argc, v.as<Vector>()->items);
   return v;
@@ -64,7 +64,7 @@ inline uint8_t byteArg(std::string_view who, int index, Value v) {
   if (!v.isFixnum() || v.fixnum() < 0 || v.fixnum() > 255) typeError(who, index, "a byte (an exact integer 0-255)", v);
   return uint8_t(v.fixnum());
 }
-Value primBytevector(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
+Value primBytevector(Interp&, Value* argv, int argc, PrimitiveInfo*) {
   Value b = makeBytevector(size_t(argc));
   for (int i = 0; i < argc; i++) b.as<Bytevector>()->bytes[i] = byteArg("bytevector", i, argv[i]);
   return b;

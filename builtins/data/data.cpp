@@ -33,7 +33,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 namespace dataload {

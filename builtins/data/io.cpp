@@ -11,7 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 namespace dataload {

@@ -2,7 +2,7 @@
 // abbreviated as PyTorch abbreviates long tensors (the first and last rows and columns around
 // an ellipsis), so a million-element tensor is a small table.
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <ATen/ATen.h>
 #include <cmath>
 #include <cstdio>

@@ -6,7 +6,7 @@
 #include <zlib.h>
 #include <cstdint>
 #include <string>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -3,11 +3,11 @@
 // a cycle through cdrs is caught by a tortoise-and-hare walk, deep nesting by the stack check.
 #include "builtins/distributed/codec.hpp"
 #include "builtins/core/hashtable.hpp"
-#include "interp/error.hpp"
-#include "interp/interp.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/core/error.hpp"
+#include "interp/core/interp.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <gc/gc_allocator.h>
 #include <cstring>
 #include <vector>

@@ -4,7 +4,7 @@
 // travel as dtype, shape and raw CPU bytes and arrive on the CPU. Procedures, records, ports,
 // modules and other host objects cannot travel: encoding them is a Purple error naming the value.
 #pragma once
-#include "interp/value.hpp"
+#include "interp/core/value.hpp"
 #include <string>
 #include <string_view>
 

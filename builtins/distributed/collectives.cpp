@@ -9,9 +9,9 @@
 // moves the same number of bytes as a ring reduce-scatter.
 #include "builtins/distributed/pending.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <atomic>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple::dist {
 

@@ -10,12 +10,12 @@
 // ProcessGroup that routes to per-device Backends, and ProcessGroupGloo/NCCL are Backends. Purple
 // drives the backend object directly in both: `Comm` names whichever class that is.
 #pragma once
-#include "interp/bind.hpp"
+#include "interp/language/bind.hpp"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-#include "interp/torch_compat.hpp"
+#include "interp/platform/torch_compat.hpp"
 #if PURPLE_C10D_BACKENDS   // torch_compat.hpp, 9.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
@@ -110,7 +110,7 @@ struct Contribution {
   int64_t root = -1;                 // src / dst as a world rank, or -1
   int64_t reduceOp = -1;
   const at::Tensor* tensor = nullptr;   // the tensor whose dtype and shape must agree
-  std::vector<int64_t> extra;        // per-op numbers that must agree (list lengths ...)
+  std::vector<int64_t> extra = {};   // per-op numbers that must agree (list lengths ...)
 };
 // When the group is checked, gathers every rank's contribution and raises one clear error, on
 // every rank, if they disagree. A no-op for unchecked groups.

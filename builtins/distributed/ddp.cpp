@@ -10,10 +10,10 @@
 #include "builtins/distributed/reducer.hpp"
 #include "builtins/nn/value.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <torch/nn/module.h>
 #include <ATen/core/grad_mode.h>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple::dist {
 

@@ -8,8 +8,8 @@
 // before the data moves. The cost is one small extra exchange per collective; DDP's gradient
 // buckets, identical on every rank by construction, skip it.
 #include "builtins/distributed/comm.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <sstream>
 
 namespace purple::dist {

@@ -2,12 +2,12 @@
 // world's and sub-groups' ranks and sizes, dist-new-group, dist-destroy.
 #include "builtins/distributed/rendezvous.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple::dist {
 

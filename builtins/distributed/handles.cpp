@@ -3,7 +3,7 @@
 // synchronous call would have returned.
 #include "builtins/distributed/pending.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 
 namespace purple::dist {
 

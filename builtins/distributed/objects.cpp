@@ -5,10 +5,10 @@
 #include "builtins/distributed/codec.hpp"
 #include "builtins/distributed/pending.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <algorithm>
 #include <cstring>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple::dist {
 

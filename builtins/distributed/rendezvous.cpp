@@ -21,7 +21,7 @@
 // than at the timeout. Once the backend is connected every rank has published, so whether all
 // ranks are Purple processes is known exactly; only then are collectives checked (fingerprint.cpp).
 #include "builtins/distributed/rendezvous.hpp"
-#include "interp/torch_compat.hpp"
+#include "interp/platform/torch_compat.hpp"
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>

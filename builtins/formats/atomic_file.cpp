@@ -1,6 +1,6 @@
 #include "builtins/formats/atomic_file.hpp"
-#include "interp/error.hpp"
-#include "interp/interp.hpp"
+#include "interp/core/error.hpp"
+#include "interp/core/interp.hpp"
 #include <cerrno>
 #include <cstring>
 

@@ -1,8 +1,8 @@
-// The format writers' file: interp/file_io.hpp's AtomicFile (sandbox check, fsync of the file
+// The format writers' file: interp/core/file_io.hpp's AtomicFile (sandbox check, fsync of the file
 // and its directory, leftovers of crashed writers removed) plus a checked write for writers that
 // produce their bytes in pieces (zip entries, tensor data).
 #pragma once
-#include "interp/file_io.hpp"
+#include "interp/core/file_io.hpp"
 #include <string>
 
 namespace purple::formats {

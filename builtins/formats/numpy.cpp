@@ -9,9 +9,9 @@
 #include "builtins/formats/numpy.hpp"
 #include "builtins/formats/zip.hpp"
 #include "builtins/nn/value.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <cstring>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

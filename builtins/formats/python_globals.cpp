@@ -246,7 +246,7 @@ PyRef makeNamespace(const Args&) {
 
 // ---- NumPy ----
 
-PyRef numpyReconstruct(const Args& a) {   // (ndarray, (0,), b'b'): an empty array, filled by BUILD
+PyRef numpyReconstruct(const Args&) {   // (ndarray, (0,), b'b'): an empty array, filled by BUILD
   auto o = PyObject::make(PyType::Object);
   o->text = "numpy.ndarray";
   return o;

@@ -1,11 +1,11 @@
 #include "builtins/formats/python_values.hpp"
 #include "builtins/core/hashtable.hpp"
 #include "builtins/nn/value.hpp"
-#include "interp/bind.hpp"
-#include "interp/error.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/bind.hpp"
+#include "interp/core/error.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <gc/gc_allocator.h>
 
 namespace purple::formats {

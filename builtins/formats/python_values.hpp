@@ -11,7 +11,7 @@
 //        "__state__" (and "__items__" when the pickle appended any)
 #pragma once
 #include "builtins/formats/pyobject.hpp"
-#include "interp/value.hpp"
+#include "interp/core/value.hpp"
 #include <string>
 
 namespace purple::formats {

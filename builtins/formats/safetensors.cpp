@@ -10,12 +10,12 @@
 #include "builtins/formats/format_error.hpp"
 #include "builtins/formats/mapped_file.hpp"
 #include "builtins/nn/value.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <algorithm>
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -12,9 +12,9 @@
 #include "builtins/formats/torch_io.hpp"
 #include "builtins/formats/unpickler.hpp"
 #include "builtins/nn/value.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
-#include "interp/sandbox.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

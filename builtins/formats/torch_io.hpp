@@ -1,7 +1,7 @@
 // torch.save / torch.load of Purple data for other builtin families (optimizer state, ...): the
 // same as torch-save and torch-load, with their errors.
 #pragma once
-#include "interp/bind.hpp"
+#include "interp/language/bind.hpp"
 #include <string>
 
 namespace purple {

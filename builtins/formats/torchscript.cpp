@@ -13,11 +13,11 @@
 #include "builtins/formats/python_values.hpp"
 #include "builtins/formats/zip.hpp"
 #include "builtins/nn/value.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <gc/gc_allocator.h>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 
@@ -136,7 +136,7 @@ struct ScriptModule : torch::nn::Module, ModuleForward {
     script.train(on);
     torch::nn::Module::train(on);
   }
-  Value forward(Interp& in, const Value* argv, int argc) override {
+  Value forward(Interp&, const Value* argv, int argc) override {
     auto method = script.find_method("forward");
     if (!method) throwError("type-error", name + ": this TorchScript module has no forward method");
     std::vector<c10::IValue> args;

@@ -269,7 +269,8 @@ void setItem(PyObject& d, PyRef k, PyRef v, const VM& vm) {
 
 // ---- the opcode table ----
 
-#define OP(code, name, arg, ...) t[uint8_t(code)] = Op{name, Arg::arg, [](VM & vm, const Operand & o) __VA_ARGS__};
+#define OP(code, name, arg, ...) \
+  t[uint8_t(code)] = Op{name, Arg::arg, []([[maybe_unused]] VM & vm, [[maybe_unused]] const Operand & o) __VA_ARGS__};
 
 struct OpTable {
   Op t[256] = {};

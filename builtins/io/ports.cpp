@@ -2,18 +2,18 @@
 // File output is atomic: text goes to a temporary file that is renamed over the target when
 // the port is closed, so a crash never leaves a half-written file.
 #include "builtins/builtins.hpp"
-#include "interp/port.hpp"
-#include "interp/interp_state.hpp"
-#include "interp/printer.hpp"
-#include "interp/reader.hpp"
-#include "interp/gc.hpp"
+#include "interp/core/port.hpp"
+#include "interp/core/interp_state.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/language/reader.hpp"
+#include "interp/core/gc.hpp"
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 
@@ -213,7 +213,7 @@ Value readLine(Value port) {
   }
 }
 
-Value readDatum(Interp& in, Value port) {
+Value readDatum(Interp&, Value port) {
   PortImpl* p = portImpl(port);
   while (true) {
     std::string_view rest(p->data.data() + p->pos, p->data.size() - p->pos);

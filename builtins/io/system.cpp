@@ -1,19 +1,19 @@
 // The process and the interpreter itself: command line, exit, environment, time, the
 // collector, tensor memory, help.
 #include "builtins/builtins.hpp"
-#include "interp/symbol_table.hpp"
+#include "interp/core/symbol_table.hpp"
 #include "builtins/core/special_forms.hpp"
-#include "interp/gc.hpp"
-#include "interp/interp_state.hpp"
-#include "interp/node.hpp"
-#include "interp/port.hpp"
-#include "interp/printer.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/core/interp_state.hpp"
+#include "interp/language/node.hpp"
+#include "interp/core/port.hpp"
+#include "interp/language/printer.hpp"
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <cstring>
 #include <algorithm>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 extern char** environ;
 
@@ -183,7 +183,7 @@ void registerSystem(Registry& r) {
     releaseTensor(t);
   }, "Releases TENSOR's storage now. Using TENSOR afterwards is an error.");
 
-  // ---- the sandbox rules (interp/sandbox.hpp), for the generated table in docs/sandbox.md ----
+  // ---- the sandbox rules (interp/limits/sandbox.hpp), for the generated table in docs/sandbox.md ----
   sandboxSyntax("import", "files: reads a library file",
                 "refused (file-error) for a library that is not built in; (scheme ...), (srfi ...) and (purple ...) "
                 "libraries are allowed; (purple python) loads the Python plugin, whose builtins are refused");

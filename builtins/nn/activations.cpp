@@ -2,7 +2,7 @@
 // learnable slope, LibTorch's layer), identity, softmax and log-softmax, and the other activations
 // PyTorch has as modules (leaky-relu, elu, selu, silu, mish, softplus, hardtanh, relu6 ...).
 #include "builtins/nn/layer.hpp"
-#include "interp/torch_compat.hpp"
+#include "interp/platform/torch_compat.hpp"
 #include "builtins/builtins.hpp"
 
 namespace purple {

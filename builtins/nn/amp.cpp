@@ -16,18 +16,18 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include "interp/torch_compat.hpp"
+#include "interp/platform/torch_compat.hpp"
 #include "builtins/nn/optim.hpp"
 #include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"
 #include "builtins/tensor/util.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <cmath>
 #include <map>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -12,9 +12,9 @@
 #include "builtins/nn/optim.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
 

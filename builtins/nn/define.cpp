@@ -10,8 +10,8 @@
 #include <torch/nn/module.h>
 #include "builtins/nn/value.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <sstream>
 
 namespace purple {

@@ -2,7 +2,7 @@
 // scaled-dot-product-attention. (conv2d, max-pool2d, avg-pool2d, layer-norm, dropout, embedding
 // and the activations are functional when their first argument is a tensor: see modules.cpp.)
 #include <ATen/ATen.h>
-#include "interp/torch_compat.hpp"
+#include "interp/platform/torch_compat.hpp"
 #include "builtins/nn/value.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"

@@ -1,8 +1,8 @@
 // The helpers layer.hpp declares: argument readers for the layer builtins, and printing layers
 // the way PyTorch prints them (each layer's extra_repr, Python's float and tuple formats).
 #include "builtins/nn/layer.hpp"
-#include "interp/torch_compat.hpp"
-#include "interp/printer.hpp"
+#include "interp/platform/torch_compat.hpp"
+#include "interp/language/printer.hpp"
 #include <cstdio>
 #include <cstdlib>
 

@@ -11,8 +11,8 @@
 #include <torch/version.h>
 #include "builtins/nn/value.hpp"
 #include "builtins/tensor/util.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <gc/gc_allocator.h>
 #include <array>
 #include <cmath>

@@ -5,7 +5,7 @@
 #include "builtins/nn/layer.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"
-#include "interp/printer.hpp"
+#include "interp/language/printer.hpp"
 #include <fstream>
 #include <unistd.h>
 #include <unordered_map>
@@ -255,7 +255,7 @@ Value stateDictToValue(const std::vector<std::pair<std::string, at::Tensor>>& en
 }
 
 int64_t reductionArg(const std::optional<std::string>& r, std::string_view who) {
-  return r ? reductionFromName(lowerDash(*r), who) : at::Reduction::Mean;
+  return r ? reductionFromName(lowerDash(*r), who) : int64_t(at::Reduction::Mean);
 }
 
 namespace {

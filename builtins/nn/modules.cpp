@@ -16,9 +16,9 @@
 // table or a file path.
 #include "builtins/nn/layer.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/gc.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <memory>
 #include <mutex>
 #include <unordered_map>

@@ -12,8 +12,8 @@
 #include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
-#include "interp/gc.hpp"
-#include "interp/printer.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/language/printer.hpp"
 #include <cmath>
 #include <fstream>
 #include <sstream>

@@ -4,8 +4,8 @@
 #pragma once
 #include <torch/optim.h>
 #include "builtins/nn/value.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
 #include <memory>
 #include <optional>
 #include <string>

@@ -2,20 +2,20 @@
 // the conversion both ways, and the builtins optimizer-state-dict, load-optimizer-state-dict!,
 // save-optimizer-state and load-optimizer-state!.
 #include "builtins/nn/optim_state.hpp"
-#include "interp/torch_compat.hpp"
+#include "interp/platform/torch_compat.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"
 #include "builtins/formats/torch_io.hpp"
-#include "interp/equality.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/equality.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <fstream>
 #include <gc/gc_allocator.h>
 #include <map>
 #include <mutex>
 #include <sstream>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -55,7 +55,7 @@ struct OptimizerLayout {
   // Where LibTorch's step keeps other state than Python's, these reshape it around each step
   // (SGD without momentum: Python records {"momentum_buffer": None} for every parameter it
   // stepped, LibTorch nothing). Either may be empty.
-  std::function<void(torch::optim::Optimizer&)> beforeStep, afterStep;
+  std::function<void(torch::optim::Optimizer&)> beforeStep = nullptr, afterStep = nullptr;
 };
 
 void registerOptimizerLayout(OptimizerLayout layout);

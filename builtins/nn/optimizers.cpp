@@ -9,7 +9,7 @@
 // counter is a float32 scalar tensor, and NAdam's mu_product too, as in PyTorch: NAdam's update
 // depends on mu_product's float32 rounding.
 #include "builtins/nn/optim.hpp"
-#include "interp/torch_compat.hpp"
+#include "interp/platform/torch_compat.hpp"
 #include "builtins/nn/optim_state.hpp"
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"

@@ -3,7 +3,7 @@
 // dimensions), interpolate and the upsample module, pixel-shuffle and pixel-unshuffle.
 #include <torch/nn/functional/upsampling.h>
 #include "builtins/nn/layer.hpp"
-#include "interp/torch_compat.hpp"
+#include "interp/platform/torch_compat.hpp"
 #include "builtins/builtins.hpp"
 
 namespace purple {

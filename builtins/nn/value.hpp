@@ -12,8 +12,8 @@
 // This header is light on purpose: it forward-declares torch::nn::Module and
 // torch::optim::Optimizer, so files that only pass modules around do not pay for <torch/nn.h>.
 #pragma once
-#include "interp/bind.hpp"
-#include "interp/file_io.hpp"   // writeFileAtomically, for the state-dict and checkpoint writers
+#include "interp/language/bind.hpp"
+#include "interp/core/file_io.hpp"   // writeFileAtomically, for the state-dict and checkpoint writers
 #include <functional>
 #include <memory>
 #include <string>

@@ -13,10 +13,10 @@
 #include "builtins/builtins.hpp"
 #include "builtins/display/image.hpp"
 #include "builtins/plot/figure.hpp"
-#include "interp/printer.hpp"
+#include "interp/language/printer.hpp"
 #include <cmath>
 #include <cstdlib>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -3,7 +3,7 @@
 // figure is drawn at a time, each in a stream of its own; the driver writes a temporary file
 // that is read back and removed.
 #include "builtins/plot/figure.hpp"
-#include "interp/error.hpp"
+#include "interp/core/error.hpp"
 #include <plplot/plplot.h>
 #include <unistd.h>
 #include <algorithm>

@@ -21,7 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "interp/bind.hpp"
+#include "interp/language/bind.hpp"
 
 #include <condition_variable>
 #include <mutex>

@@ -2,8 +2,8 @@
 // Python (InPython); Python references never outlive that scope unless a py-object owns them.
 // Derived forms (py-with, py-iterator, py-for-each, py-dataset ...) are in python.purple.
 #include "builtins/python/bridge.hpp"
-#include "interp/printer.hpp"
-#include "interp/sandbox.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple::python {
 

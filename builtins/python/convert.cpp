@@ -9,8 +9,8 @@
 // not a list is a 2-tuple (so an alist becomes a list of pairs, which dict() accepts).
 #include "builtins/python/bridge.hpp"
 #include "builtins/core/hashtable.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
 
 namespace purple::python {
 

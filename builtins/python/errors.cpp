@@ -9,7 +9,7 @@
 #define PURPLE_IMPLEMENTATION
 #include "purple/purple.hpp"
 #include "builtins/python/bridge.hpp"
-#include "interp/printer.hpp"
+#include "interp/language/printer.hpp"
 
 namespace purple::python {
 

@@ -2,9 +2,9 @@
 // finalizer under the GIL; it prints with the object's repr, and applying it calls it.
 // Foreign::small is 1 for a raw handle (its results stay Python objects).
 #include "builtins/python/bridge.hpp"
-#include "interp/error.hpp"
-#include "interp/gc.hpp"
-#include "interp/printer.hpp"
+#include "interp/core/error.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/language/printer.hpp"
 
 namespace purple::python {
 

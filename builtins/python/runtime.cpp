@@ -1,8 +1,8 @@
 // The bridge's runtime: starting CPython when the process has none, the per-interpreter state and
 // lock, and the crossings between the two interpreters (bridge.hpp explains the lock order).
 #include "builtins/python/bridge.hpp"
-#include "interp/gc.hpp"
-#include "interp/port.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/core/port.hpp"
 #include "purple_python_config.hpp"
 #include <gc/gc.h>
 #include <atomic>

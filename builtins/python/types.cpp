@@ -8,9 +8,9 @@
 //                     alive while values from it live.
 // The rest of the module (Symbol, Error, the torch adapters) is Python: bridge.py.
 #include "builtins/python/bridge.hpp"
-#include "interp/equality.hpp"
-#include "interp/gc.hpp"
-#include "interp/printer.hpp"
+#include "interp/language/equality.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/language/printer.hpp"
 #include <structmember.h>
 
 namespace purple {

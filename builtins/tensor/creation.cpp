@@ -4,13 +4,13 @@
 #include "builtins/tensor/util.hpp"
 #include "builtins/tensor/random.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
-#include "interp/gc.hpp"
-#include "interp/interp.hpp"
+#include "interp/memory/tensor_value.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/core/interp.hpp"
 #include <ATen/Dispatch.h>
 #include <cmath>
 #include <vector>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -3,8 +3,8 @@
 // torch.cuda.memory_allocated() and torch.cuda.empty_cache() behave before CUDA is initialised.
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/device_memory.hpp"
-#include "interp/sandbox.hpp"
+#include "interp/memory/device_memory.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -11,8 +11,8 @@
 #include <c10/core/DefaultDtype.h>
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
-#include "interp/sandbox.hpp"
+#include "interp/memory/tensor_value.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 
@@ -39,7 +39,7 @@ at::Tensor convertTo(const at::Tensor& x, std::optional<at::ScalarType> dtype, s
 
 template <> struct Convert<ToTarget> {
   static constexpr bool keepsValue = false;
-  static ToTarget from(Interp&, Value v, const PrimitiveInfo* info, int i) {
+  static ToTarget from(Interp&, Value v, const PrimitiveInfo* info, int) {
     ToTarget t;
     if (v.isMissing()) return t;
     if (isTensor(v)) {

@@ -15,7 +15,7 @@
 #include <ATen/TensorIndexing.h>
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <type_traits>
 #include <vector>
 

@@ -5,7 +5,7 @@
 #include <ATen/ATen.h>
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 
 namespace purple {
 

@@ -7,8 +7,8 @@
 #include <ATen/ATen.h>
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_hooks.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_hooks.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <string>
 
 namespace purple {

@@ -5,7 +5,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <cmath>
 #include <string>
 
@@ -272,7 +272,7 @@ static at::Tensor scalarOperand(const at::Scalar& s, const at::Tensor& tensor) {
 }
 
 std::pair<at::Tensor, at::Tensor> binaryOperands(const TensorOrScalar& a, const TensorOrScalar& b,
-                                                 std::string_view who) {
+                                                 std::string_view /*who*/) {
   if (a.isTensor() && b.isTensor()) return {*a.tensor, *b.tensor};
   if (a.isTensor()) return {*a.tensor, scalarOperand(b.scalar, *a.tensor)};
   if (b.isTensor()) return {scalarOperand(a.scalar, *b.tensor), *b.tensor};

@@ -20,14 +20,14 @@
 #include <torch/csrc/autograd/function.h>
 #include "builtins/tensor/util.hpp"
 #include "builtins/builtins.hpp"
-#include "interp/tensor_hooks.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/memory/tensor_hooks.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -9,10 +9,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
-#include "interp/numbers.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include <mutex>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

@@ -2,7 +2,7 @@
 // a :generator keyword (random tensor creation, data loaders, samplers).
 #pragma once
 #include <ATen/ATen.h>
-#include "interp/bind.hpp"
+#include "interp/language/bind.hpp"
 
 namespace purple {
 

@@ -5,8 +5,8 @@
 // builtin that uses them still lets the evaluator free temporary tensors right after the call.
 #pragma once
 #include <ATen/ATen.h>
-#include "interp/bind.hpp"
-#include "interp/numbers.hpp"
+#include "interp/language/bind.hpp"
+#include "interp/language/numbers.hpp"
 #include <string>
 #include <utility>
 #include <vector>

@@ -1,6 +1,6 @@
 #include "builtins/tensorboard/record_writer.hpp"
-#include "interp/error.hpp"
-#include "interp/interp.hpp"
+#include "interp/core/error.hpp"
+#include "interp/core/interp.hpp"
 #include <unistd.h>
 #include <cerrno>
 #include <cstring>

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include "interp/sandbox.hpp"
+#include "interp/limits/sandbox.hpp"
 
 namespace purple {
 

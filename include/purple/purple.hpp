@@ -222,11 +222,14 @@ int runOnLargeStack(const std::function<int()>& body, std::size_t bytes = std::s
 // the old file or the new one (a temporary beside it, fsync'd, renamed over it, the directory
 // fsync'd), and temporaries that killed writers left are removed. Throws Error ("file-error").
 void saveFile(const std::string& path, std::string_view bytes);
-// A full collection with the finalizers it makes ready, then the tensors still alive: at exit,
-// after the interpreters are gone, both are 0 unless something leaked.
+// Full collections, each followed by the finalizers it made ready, until one makes none ready
+// (a finalizer that drops a C++ object can free what it held only at the next collection), then
+// the tensors still alive: at exit, after the interpreters are gone, both are 0 unless something
+// leaked. `collections` says how many it took.
 struct TensorCensus {
   int64_t liveTensors = 0;
   int64_t bytes = 0;
+  int collections = 0;
 };
 TensorCensus collectGarbage();
 
@@ -283,7 +286,7 @@ struct ThreadScope {
   ~ThreadScope() { leaveThread(entered); }
 };
 
-// Purple -> C++, each through the builtins' own conversion rules (interp/bind.hpp). `call` is
+// Purple -> C++, each through the builtins' own conversion rules (interp/language/bind.hpp). `call` is
 // the native call whose argument `index` is converted (for error messages), or nullptr.
 int64_t toInt64(Call* call, Word w, int index);
 uint64_t toUInt64(Call* call, Word w, int index);

@@ -2,6 +2,9 @@
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checks  # noqa: E402  (tests/checks.py, the drivers' shared check and finish)
+
 SKIP = 77
 
 
@@ -23,19 +26,10 @@ def setup():
 
 
 class Checks:
-    """Counts checks, prints each, and exits 1 at the end if any failed."""
-
-    def __init__(self):
-        self.failed = 0
-        self.passed = 0
+    """tests/checks.py's check and finish, with the comparisons the CUDA tests make."""
 
     def ok(self, label, cond, detail=""):
-        if cond:
-            self.passed += 1
-            print("   ok   %s" % label)
-        else:
-            self.failed += 1
-            print("   FAIL %s%s" % (label, (": " + detail) if detail else ""))
+        checks.check(label, cond, detail)
         return cond
 
     def close(self, label, got, expected, tol=0.0):
@@ -55,5 +49,4 @@ class Checks:
         return self.ok("%s is on %s (%s)" % (label, want, t.device), t.device.type == want)
 
     def finish(self):
-        print("%d passed, %d failed" % (self.passed, self.failed))
-        sys.exit(1 if self.failed else 0)
+        checks.finish()

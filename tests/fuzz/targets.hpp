@@ -8,9 +8,9 @@
 #define PURPLE_IMPLEMENTATION
 #include <purple/purple.hpp>
 
-#include "interp/error.hpp"
-#include "interp/interp.hpp"
-#include "interp/reader.hpp"
+#include "interp/core/error.hpp"
+#include "interp/core/interp.hpp"
+#include "interp/language/reader.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,5 +1,5 @@
 // Big exact arithmetic in a threaded host. Each GMP call on big operands runs on a worker thread
-// so that a budget or interrupt() can stop it (interp/gmp_worker.cpp); a stopped call's worker
+// so that a budget or interrupt() can stop it (interp/limits/gmp_worker.cpp); a stopped call's worker
 // runs on, abandoned, for as long as the operation takes (a gcd of two 40-Mbit integers: 5 to 12 s
 // here). Four interpreters on four threads, each under a 1 s budget, abandon such work round after
 // round while a fifth is stopped by interrupt() from a watchdog thread. Every stop must come at

@@ -1,5 +1,5 @@
 // The sandbox, builtin by builtin (issue 11). Every builtin that touches the world outside the
-// interpreter declares its rule beside its registration (interp/sandbox.hpp); this host attacks
+// interpreter declares its rule beside its registration (interp/limits/sandbox.hpp); this host attacks
 // them all in interpreters made with Limits::sandbox():
 //   (a) every builtin whose rule is "refused" is called with plausible arguments: it must fail
 //       with the refusal (its error kind and text), create no file, delete or rename none, and
@@ -404,8 +404,8 @@ int main(int argc, char** argv) {
       std::string got = outcome(sandboxed, c);
       // the binary readers may instead refuse the textual console port: either way nothing is read
       bool refused = got.find("standard input") != std::string::npos ||
-                     (std::string(c).find("u8") != std::string::npos || std::string(c).find("bytevector") != std::string::npos) &&
-                         got.find("binary") != std::string::npos;
+                     ((std::string(c).find("u8") != std::string::npos || std::string(c).find("bytevector") != std::string::npos) &&
+                      got.find("binary") != std::string::npos);
       check(refused, std::string(c) + " on the process's stdin gave \"" + got + "\"");
     }
     // char-ready? looks only at what is buffered: allowed, and reads nothing

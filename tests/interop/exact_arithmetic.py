@@ -1,7 +1,7 @@
 """Exact arithmetic against Python's int and fractions.Fraction, as an independent reference.
 
 Operands are drawn on both sides of the sizes from which Purple runs a GMP call on a worker
-thread (interp/gmp_worker.hpp: 2^17 bits for gcds and rationals, 2^21 for the rest), so both
+thread (interp/limits/gmp_worker.hpp: 2^17 bits for gcds and rationals, 2^21 for the rest), so both
 paths are checked: small numbers, fixnum edges, 100-bit, 150,000-bit and (for the linear and
 multiplicative operations only, where CPython stays fast) 2.2-million-bit integers, rationals
 of 80,000-bit parts, and flonums compared exactly. Big literals are written in hexadecimal, which CPython

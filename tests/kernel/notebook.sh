@@ -6,6 +6,7 @@
 set -u
 purple=$(readlink -f "$1")
 notebook=$(readlink -f "$2")
+tests=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$purple" --install-kernel --prefix "$tmp" > /dev/null || { echo "FAIL: --install-kernel"; exit 1; }
@@ -14,14 +15,12 @@ cd "$tmp"
 JUPYTER_PATH="$tmp/share/jupyter" JUPYTER_RUNTIME_DIR="$tmp/runtime" PURPLE_NOTEBOOK_QUICK=1 \
   jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 \
   --output executed.ipynb notebook.ipynb || { echo "FAIL: nbconvert --execute"; exit 1; }
-/usr/bin/python3 - "$tmp/executed.ipynb" <<'PY'
+/usr/bin/python3 - "$tmp/executed.ipynb" "$tests" <<'PY'
 import base64, sys
 import nbformat
+sys.path.insert(0, sys.argv[2])
+from checks import check, finish
 nb = nbformat.read(sys.argv[1], as_version=4)
-failures = []
-def check(name, ok, detail=""):
-    print(("ok: " if ok else "FAIL: ") + name + ("" if ok else ": " + detail))
-    if not ok: failures.append(name)
 code = [c for c in nb.cells if c.cell_type == "code"]
 errors = [o for c in code for o in c.outputs if o.output_type == "error"]
 check("no cell failed", not errors, str(errors[:1]))
@@ -40,6 +39,5 @@ if progress:
     check("... with no stream output besides", not [o for o in fit_cell.outputs if o.output_type == "stream"], str(fit_cell.outputs))
 tables = [o for c in code for o in c.outputs if o.output_type == "execute_result" and "<table" in o.data.get("text/html", "")]
 check("a tensor shown as an HTML table", tables, "")
-print(f"{len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish()
 PY

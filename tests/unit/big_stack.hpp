@@ -3,7 +3,7 @@
 // AddressSanitizer's frames, two to three times larger, outgrow (docs/hardening.md).
 #pragma once
 
-#include "interp/gc.hpp"
+#include "interp/core/gc.hpp"
 
 #include <gc/gc.h>
 #include <pthread.h>

@@ -1,10 +1,10 @@
 // Unit tests of the interpreter's core pieces: reader, printer, numbers, evaluator, GC glue.
-#include "interp/gc.hpp"
-#include "interp/interp.hpp"
-#include "interp/numbers.hpp"
-#include "interp/printer.hpp"
-#include "interp/reader.hpp"
-#include "interp/tensor_value.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/core/interp.hpp"
+#include "interp/language/numbers.hpp"
+#include "interp/language/printer.hpp"
+#include "interp/language/reader.hpp"
+#include "interp/memory/tensor_value.hpp"
 #include "tests/unit/big_stack.hpp"
 #include <gc/gc.h>
 #include <string>

@@ -367,7 +367,9 @@ TEST_CASE("hardening: dropped ports free their buffers, and live ones count agai
 
 TEST_CASE("hardening: random-seed! in one interpreter does not steer another's random on the same thread") {
   purple::Interpreter host;
-  purple::Interpreter sandboxed(purple::Options{purple::Limits::sandbox()});
+  purple::Options sandboxOptions;
+  sandboxOptions.limits = purple::Limits::sandbox();
+  purple::Interpreter sandboxed(sandboxOptions);
   host.eval("(random-seed! 7)");
   std::string expected = host.eval("(list (random 1000000000) (random 1000000000))").repr();
   host.eval("(random-seed! 7)");

@@ -1,0 +1,51 @@
+// The collector's services as the rest of Purple sees them (gc.cpp). Allocation itself is in
+// value.hpp (gcAlloc ...).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace purple {
+
+void gcInit();                          // idempotent; every Interp calls it
+void gcCollectNow();                    // full collection, then pending finalizers
+int gcCollectAndFinalize();             // the same; returns how many finalizers ran
+bool gcFinalizersPending();             // cheap flag, polled at safe points
+void gcRunFinalizers();
+void gcRegisterFinalizer(void* obj, void (*fn)(void* obj, void* data), void* data);
+// A thread that touches Purple values (a LibTorch worker running a Purple hook, a loader
+// thread) must be registered, or objects it allocates can be collected while live.
+void gcRegisterCurrentThread();
+void gcUnregisterCurrentThread();
+
+// Memory the collector does not own whose used part holds Values: an interpreter's call
+// records (a million slots reserved, a few in use). Each collection scans `base` up to
+// (*used + 2) units of `unitBytes`. Registered for the memory's lifetime.
+void gcAddGrowingRoots(const void* base, const int64_t* used, size_t unitBytes);
+void gcRemoveGrowingRoots(const void* base);
+
+// The heap limit a host set (purple::setHeapLimit), or 0: builtins that would build a result
+// larger than it refuse before starting.
+void gcSetHeapLimit(size_t bytes);
+size_t gcHeapLimit();
+// For a result gathered outside the collected heap before it becomes one object (a string
+// port's text, string-append's bytes): refuses, naming WHO, a size no string can have or that
+// is past the heap limit, before the buffer grows that big where no limit applies.
+void checkResultBytes(const char* who, size_t bytes);
+
+// Memory that collectable objects own outside the collected heap (a port's buffers). The
+// collector cannot see it, so a loop that drops such objects would never start a collection;
+// charging it does: past 64 MB charged since the last collection, a charge collects first. With
+// a heap limit, what is charged counts against it beside the heap in use, and a charge that
+// would pass it raises a memory-error naming WHO before the memory is taken.
+void gcChargeExternal(const char* who, int64_t bytes);
+void gcUnchargeExternal(int64_t bytes);
+int64_t gcExternalBytes();
+
+struct GcStats {
+  int64_t heapBytes;
+  int64_t freeBytes;
+  int64_t collections;
+};
+GcStats gcStats();
+
+}  // namespace purple

@@ -1,0 +1,258 @@
+// Constructors for the basic object kinds, the symbol table, and list/UTF-8 helpers.
+#include "interp/core/value.hpp"
+#include "interp/core/symbol_table.hpp"
+#include "interp/core/interp.hpp"
+#include "interp/core/gc.hpp"
+#include "interp/core/error.hpp"
+#include <string>
+#include <gc/gc.h>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+namespace purple {
+
+Value cons(Value a, Value d) {
+  auto* p = static_cast<Pair*>(GC_MALLOC(sizeof(Pair)));
+  if (!p) throw std::bad_alloc();
+  p->kind = Kind::Pair;
+  p->flags = 0;
+  p->small = 0;
+  p->extra = 0;
+  p->car = a;
+  p->cdr = d;
+  return Value(p);
+}
+
+Value makeFlonum(double d) {
+  auto* f = static_cast<Flonum*>(GC_MALLOC_ATOMIC(sizeof(Flonum)));
+  if (!f) throw std::bad_alloc();
+  f->kind = Kind::Flonum;
+  f->flags = 0;
+  f->small = 0;
+  f->extra = 0;
+  f->value = d;
+  return Value(f);
+}
+
+// Lengths live in 32-bit header fields: anything longer is refused before it is allocated.
+constexpr size_t kMaxObjectLength = UINT32_MAX - 1;
+
+static void checkObjectLength(size_t n, const char* what) {
+  if (n > kMaxObjectLength)
+    throwError("range-error", std::string(what) + " too long (" + std::to_string(n) + "; the most is " +
+                                  std::to_string(kMaxObjectLength) + ")");
+}
+
+static String* allocString(size_t bytes, size_t chars) {
+  checkObjectLength(bytes, "string");
+  auto* s = allocObject<String>(Kind::String);
+  s->capacity = uint32_t(bytes + 1);
+  s->data = static_cast<char*>(gcAllocAtomic(bytes + 1));
+  s->data[bytes] = '\0';
+  s->extra = uint32_t(bytes);
+  s->charCount = uint32_t(chars);
+  return s;
+}
+
+static size_t countChars(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) n++;
+  return n;
+}
+
+Value makeString(std::string_view utf8) {
+  String* s = allocString(utf8.size(), countChars(utf8));
+  std::memcpy(s->data, utf8.data(), utf8.size());
+  return Value(s);
+}
+
+Value makeStringFill(size_t chars, uint32_t fill) {
+  std::string enc;
+  appendUtf8(enc, fill);
+  checkObjectLength(chars, "string");
+  String* s = allocString(enc.size() * chars, chars);
+  for (size_t i = 0; i < chars; i++) {
+    std::memcpy(s->data + i * enc.size(), enc.data(), enc.size());
+    pollEvery(i);   // two billion characters take seconds
+  }
+  return Value(s);
+}
+
+Value makeVector(size_t n, Value fill) {
+  checkObjectLength(n, "vector");
+  auto* v = allocObject<Vector>(Kind::Vector, sizeof(Vector) + (n ? n - 1 : 0) * sizeof(Value));
+  v->extra = uint32_t(n);
+  for (size_t i = 0; i < n; i++) {
+    v->items[i] = fill;
+    pollEvery(i);
+  }
+  return Value(v);
+}
+
+Value makeBytevector(size_t n, uint8_t fill) {
+  checkObjectLength(n, "bytevector");
+  auto* b = static_cast<Bytevector*>(gcAllocAtomic(sizeof(Bytevector) + n));
+  b->kind = Kind::Bytevector;
+  b->flags = 0;
+  b->small = 0;
+  b->extra = uint32_t(n);
+  std::memset(b->bytes, fill, n);
+  return Value(b);
+}
+
+Value makeBox(Value v) {
+  auto* b = allocObject<Box>(Kind::Box);
+  b->value = v;
+  return Value(b);
+}
+
+Value makeValues(const Value* items, size_t n) {
+  if (n == 1) return items[0];
+  auto* m = allocObject<MultipleValues>(Kind::MultipleValues,
+                                      sizeof(MultipleValues) + (n ? n - 1 : 0) * sizeof(Value));
+  m->extra = uint32_t(n);
+  for (size_t i = 0; i < n; i++) m->items[i] = items[i];
+  return Value(m);
+}
+
+Value makeError(Value kind, std::string_view message, Value irritants) {
+  auto* e = allocObject<ErrorObject>(Kind::ErrorObject);
+  e->who = Value::f();
+  e->errorKind = kind;
+  e->message = makeString(message);
+  e->irritants = irritants;
+  e->backtrace = Value::nil();
+  e->payload = Value::f();
+  return Value(e);
+}
+
+static void destroyForeign(void* obj, void*) {
+  auto* f = static_cast<Foreign*>(obj);
+  if (f->destroy && f->ptr) f->destroy(f->ptr);
+  f->ptr = nullptr;
+}
+
+Value makeForeign(void* ptr, void (*destroy)(void*), Value typeName) {
+  auto* f = allocObject<Foreign>(Kind::Foreign);
+  f->ptr = ptr;
+  f->destroy = destroy;
+  f->typeName = typeName;
+  f->methods = Value::f();
+  if (destroy) gcRegisterFinalizer(f, destroyForeign, nullptr);
+  return Value(f);
+}
+
+// ---- symbols ----------------------------------------------------------------------------------
+// Interned ones: interp/core/symbol_table.cpp.
+
+namespace {
+std::atomic<uint64_t> gGensymCounter{0};
+}  // namespace
+
+Value gensym(std::string_view prefix) {
+  // Uninterned: a fresh object nobody can spell, so it never collides.
+  std::string name = std::string(prefix) + std::to_string(++gGensymCounter);
+  auto* s = static_cast<Symbol*>(gcAllocAtomic(sizeof(Symbol) + name.size()));
+  s->kind = Kind::Symbol;
+  s->flags = 0;
+  s->small = 1;   // uninterned
+  s->extra = 0;
+  s->hash = symbolNameHash(name);
+  s->length = uint32_t(name.size());
+  std::memcpy(s->name, name.data(), name.size());
+  s->name[name.size()] = '\0';
+  return Value(s);
+}
+
+// ---- lists -----------------------------------------------------------------------------------
+
+Value listFromArray(const Value* items, size_t n, Value tail) {
+  Value r = tail;
+  for (size_t i = n; i-- > 0;) {
+    r = cons(items[i], r);
+    pollEvery(i);   // building a list of a hundred million elements takes seconds
+  }
+  return r;
+}
+
+size_t listLength(Value list) {
+  size_t n = 0;
+  Value slow = list;
+  while (true) {
+    if (list.isNil()) return n;
+    if (!isPair(list)) return SIZE_MAX;
+    list = cdr(list);
+    n++;
+    if (list.isNil()) return n;
+    if (!isPair(list)) return SIZE_MAX;
+    list = cdr(list);
+    n++;
+    slow = cdr(slow);
+    if (list == slow) return SIZE_MAX;   // circular
+  }
+}
+
+bool isCircularList(Value v) {
+  Value slow = v, fast = v;
+  while (isPair(fast) && isPair(cdr(fast))) {
+    fast = cddr(fast);
+    slow = cdr(slow);
+    if (fast == slow) return true;
+  }
+  return false;
+}
+
+Value reverseList(Value list) {
+  Value r = Value::nil();
+  uint64_t n = 0;
+  for (; isPair(list); list = cdr(list)) {
+    r = cons(car(list), r);
+    pollEvery(++n);
+  }
+  return r;
+}
+
+// ---- UTF-8 -----------------------------------------------------------------------------------
+
+void appendUtf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xC0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += char(0xE0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  } else {
+    out += char(0xF0 | (cp >> 18));
+    out += char(0x80 | ((cp >> 12) & 0x3F));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  }
+}
+
+uint32_t decodeUtf8(const char*& p, const char* end) {
+  auto c = static_cast<unsigned char>(*p++);
+  if (c < 0x80) return c;
+  int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
+  if (extra < 0) return 0xFFFD;
+  uint32_t cp = c & (0x3F >> extra);
+  for (int i = 0; i < extra; i++) {
+    if (p >= end || (static_cast<unsigned char>(*p) & 0xC0) != 0x80) return 0xFFFD;
+    cp = (cp << 6) | (static_cast<unsigned char>(*p++) & 0x3F);
+  }
+  return cp;
+}
+
+size_t utf8Offset(const String* s, size_t charIndex) {
+  if (s->isAscii()) return charIndex;
+  const char* p = s->data;
+  const char* end = s->data + s->length();
+  for (size_t i = 0; i < charIndex && p < end; i++) decodeUtf8(p, end);
+  return size_t(p - s->data);
+}
+
+}  // namespace purple

@@ -1,0 +1,127 @@
+// LibTorch's CPU allocator for Purple: large buffers are mmapped and, when freed, kept in a
+// small cache of same-size blocks for the next allocation.
+//
+// Why: the evaluator runs on its own thread, whose glibc arena returns large freed chunks to the
+// OS unpredictably; a loop over 4 MB temporaries peaked anywhere between 310 and 590 MB. Pinning
+// malloc's mmap threshold bounds RSS (177 MB) but then every 4 MB buffer is fresh pages: 9 s of
+// page faults in 3,000 iterations. Reusing same-size blocks gives both: training loops allocate
+// the same shapes every step, so the cache hits, and what is not reused is unmapped at once.
+//
+// Below 1 MB, glibc's malloc serves LibTorch. Its defaults move the mmap threshold at run time
+// and give memory back at every free that leaves 2x that threshold free at the heap's top, so a
+// training step that frees its 100 KB-1 MB buffers shrinks the heap (brk) and touches fresh
+// pages again on the next step: 340 page faults and 3 brk calls a step in bench/train/cnn
+// (bench/train/counts.py). A fixed mmap threshold at the cache's boundary and a trim threshold
+// of twice the tensor-collection threshold keep those pages: 10 faults a step, no brk.
+#include "interp/memory/cpu_allocator.hpp"
+#include "interp/platform/torch_compat.hpp"
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <sys/mman.h>
+#include <malloc.h>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace purple {
+
+namespace {
+
+constexpr size_t kLargeBlock = size_t(1) << 20;      // below this, the default allocator
+constexpr size_t kCacheCapacity = size_t(64) << 20;  // bytes of freed blocks kept for reuse
+constexpr size_t kTrimThreshold = size_t(128) << 20; // free bytes glibc keeps at its heap's top
+
+class CachingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit CachingCpuAllocator(c10::Allocator* fallback) : fallback_(fallback) {}
+
+  c10::DataPtr allocate(size_t bytes) PURPLE_ALLOCATE_CONST override {
+    if (bytes < kLargeBlock) return fallback_->allocate(bytes);
+    size_t mapped = roundUp(bytes);
+    void* base = takeCached(mapped);
+    if (!base) {
+      // Page-aligned, so 64-byte aligned as LibTorch wants. Data and context are the same
+      // pointer, as raw_allocate requires; the block's size is kept in sizes_.
+      base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (base == MAP_FAILED) throw std::bad_alloc();
+      std::lock_guard<std::mutex> g(lock_);
+      sizes_[base] = mapped;
+    }
+    return {base, base, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  PURPLE_ALLOCATOR_COPY_DATA
+
+  static CachingCpuAllocator* instance;
+
+ private:
+  static size_t roundUp(size_t n) {
+    const size_t granule = 64 * 1024;
+    return (n + granule - 1) / granule * granule;
+  }
+
+  void* takeCached(size_t mapped) const {
+    std::lock_guard<std::mutex> g(lock_);
+    auto it = free_.find(mapped);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= mapped;
+    return p;
+  }
+
+  static void release(void* base) {
+    CachingCpuAllocator* self = instance;
+    size_t mapped;
+    {
+      std::lock_guard<std::mutex> g(self->lock_);
+      auto it = self->sizes_.find(base);
+      if (it == self->sizes_.end()) {
+        // a small block handed out through raw_allocate: the default allocator's to free
+        if (c10::DeleterFnPtr d = self->fallback_->raw_deleter()) d(base);
+        return;
+      }
+      mapped = it->second;
+      if (self->cached_ + mapped <= kCacheCapacity) {
+        self->free_[mapped].push_back(base);
+        self->cached_ += mapped;
+        return;
+      }
+      self->sizes_.erase(it);
+    }
+    munmap(base, mapped);
+  }
+
+  c10::Allocator* fallback_;
+  mutable std::mutex lock_;
+  mutable std::unordered_map<size_t, std::vector<void*>> free_;
+  mutable std::unordered_map<void*, size_t> sizes_;   // every live or cached block
+  mutable size_t cached_ = 0;
+};
+
+CachingCpuAllocator* CachingCpuAllocator::instance = nullptr;
+
+}  // namespace
+
+void installCpuAllocator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* env = std::getenv("PURPLE_CPU_ALLOCATOR");
+    if (env && std::strcmp(env, "system") == 0) return;
+    // Never destroyed: LibTorch may free tensors during static destruction.
+    CachingCpuAllocator::instance = new CachingCpuAllocator(c10::GetDefaultCPUAllocator());
+    c10::SetCPUAllocator(CachingCpuAllocator::instance, /*priority=*/1);
+    // A host (or the user) that tunes malloc itself keeps its settings.
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (!(tunables && std::strstr(tunables, "malloc")) && !std::getenv("MALLOC_TRIM_THRESHOLD_") &&
+        !std::getenv("MALLOC_MMAP_THRESHOLD_")) {
+      mallopt(M_MMAP_THRESHOLD, int(kLargeBlock));
+      mallopt(M_TRIM_THRESHOLD, int(kTrimThreshold));
+    }
+  });
+}
+
+}  // namespace purple
