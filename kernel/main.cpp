@@ -21,12 +21,42 @@
 #include <xeus/xserver_zmq.hpp>
 #endif
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <pthread.h>
+#include <sys/types.h>
 #include <thread>
+#include <unistd.h>
+
+namespace {
+
+// The kernel ends when the process that started it is gone, as ipykernel does: a client killed
+// with SIGKILL sends no shutdown request, and the kernel would run on as an orphan. Jupyter names
+// its process in JPY_PARENT_PID; without it, the parent at start is watched (a reparented kernel
+// has lost it).
+void exitWithParent() {
+  pid_t parentAtStart = getppid();
+  pid_t named = 0;
+  if (const char* e = std::getenv("JPY_PARENT_PID")) named = pid_t(std::atol(e));
+  std::thread([parentAtStart, named] {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      bool gone = named > 1 ? kill(named, 0) == -1 && errno == ESRCH : getppid() != parentAtStart;
+      if (gone) {
+        std::fprintf(stderr, "purple-kernel: the process that started it (pid %ld) is gone; exiting\n",
+                     long(named > 1 ? named : parentAtStart));
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+    }
+  }).detach();
+}
+
+}  // namespace
 
 int main(int argc, char* argv[]) {
   if (xeus::should_print_version(argc, argv)) {
@@ -43,6 +73,7 @@ int main(int argc, char* argv[]) {
   sigemptyset(&interrupts);
   sigaddset(&interrupts, SIGINT);
   pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);   // before any thread exists: all inherit it
+  exitWithParent();
 
   int status = purple::runOnLargeStack([&] {
     try {

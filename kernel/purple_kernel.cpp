@@ -111,7 +111,14 @@ void PurpleKernel::interruptIfRunning() {
   if (executing_.load()) interp_->interrupt();
 }
 
-void PurpleKernel::configure_impl() {}
+void PurpleKernel::configure_impl() {
+  // JupyterLab and Notebook open a comm to this target whenever a notebook opens, to ask for the
+  // kernel's widget protocol; an unknown target is logged as an error by the server. Purple has no
+  // widgets: the comm is accepted and closed at once, which front ends take as "none here".
+  comm_manager().register_comm_target("jupyter.widget.version", [](xeus::xcomm&& comm, xeus::xmessage) {
+    comm.close(nl::json::object(), nl::json::object(), xeus::buffer_sequence());
+  });
+}
 
 void PurpleKernel::representation(const Value& v, nl::json& data, nl::json& metadata) {
   MimeBundle bundle;

@@ -10,10 +10,16 @@
 #include "launcher/handoff.hpp"
 #include "repl/repl.hpp"
 #include <purple/purple.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +33,12 @@ const char* kUsage =
     "  -e EXPR         evaluate EXPR and print its value\n"
     "  -i FILE         load FILE, then start the REPL\n"
     "  -I DIR          add DIR to the library search path (for import)\n"
+    "  --sandbox       run FILE (or -e EXPR) as untrusted code: no files, processes, environment\n"
+    "                  or process-wide settings (docs/sandbox.md); with the budgets below\n"
+    "  --max-seconds S       stop the program after S seconds of wall-clock time\n"
+    "  --max-steps N         stop it after N procedure calls\n"
+    "  --max-memory M        cap the collected heap at M bytes (suffixes K, M, G)\n"
+    "  --max-tensor-bytes B  cap live tensor storage at B bytes (suffixes K, M, G)\n"
     "  --install-kernel [--user|--system|--prefix DIR]\n"
     "                  register the Jupyter kernel (purple-kernel) for this user or everybody\n"
     "  --nproc-per-node N SCRIPT ARGS...   run SCRIPT as N ranks of a distributed job (purple-run --help)\n"
@@ -41,6 +53,7 @@ const char* kUsage =
 // At exit, with the interpreter gone: collect, and check no tensor survived.
 int checkTensorLeaks(bool report) {
   purple::TensorCensus census = purple::collectGarbage();
+  if (report) std::fprintf(stderr, "purple: exit census: %d collections\n", census.collections);
   if (census.liveTensors != 0) {
     std::fprintf(stderr, "purple: %lld tensors still alive after the final collections (%lld bytes, %d collections)\n",
                  (long long)census.liveTensors, (long long)census.bytes, census.collections);
@@ -49,11 +62,55 @@ int checkTensorLeaks(bool report) {
   return 0;
 }
 
+// "1500", "64K", "512M", "2G": a byte count (powers of 1024), or -1 when it is not one.
+int64_t parseBytes(const std::string& text) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return -1;
+  size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    return -1;
+  }
+  std::string unit = text.substr(used);
+  int shift = unit.empty() ? 0 : unit == "K" || unit == "k" ? 10 : unit == "M" || unit == "m" ? 20 : unit == "G" || unit == "g" ? 30 : -1;
+  if (shift < 0 || n > (uint64_t(INT64_MAX) >> shift)) return -1;
+  return int64_t(n << shift);
+}
+
+double parseSeconds(const std::string& text) {
+  size_t used = 0;
+  double s = -1;
+  try {
+    s = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return -1;
+  }
+  return used == text.size() && s > 0 && std::isfinite(s) ? s : -1;
+}
+
+// The script's text, read by the command itself: a sandboxed interpreter may not open files.
+bool readScript(const std::string& path, std::string& text) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream all;
+  all << f.rdbuf();
+  text = all.str();
+  return !f.bad();
+}
+
 int run(const std::vector<std::string>& args) {
   using namespace purple;
   std::string script, expr, preload;
   std::vector<std::string> scriptArgs, libDirs;
-  if (report) std::fprintf(stderr, "purple: exit census: %d collections\n", census.collections);
+  bool sandbox = false;
+  Limits budgets;
+  int64_t heapLimit = 0;
+  auto badValue = [](const std::string& option, const std::string& value) {
+    std::cerr << "purple: " << option << " needs a positive " << (option == "--max-seconds" ? "number of seconds" : "count")
+              << ", got '" << value << "'\n";
+    return 2;
+  };
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (!script.empty()) {
@@ -72,6 +129,19 @@ int run(const std::vector<std::string>& args) {
       preload = args[++i];
     } else if (a == "-I" && i + 1 < args.size()) {
       libDirs.push_back(args[++i]);
+    } else if (a == "--sandbox") {
+      sandbox = true;
+    } else if (a == "--max-seconds" || a == "--max-steps" || a == "--max-memory" || a == "--max-tensor-bytes") {
+      if (i + 1 >= args.size()) return badValue(a, "");
+      const std::string& v = args[++i];
+      if (a == "--max-seconds") {
+        budgets.maxSeconds = parseSeconds(v);
+        if (budgets.maxSeconds <= 0) return badValue(a, v);
+      } else {
+        int64_t n = parseBytes(v);
+        if (n <= 0 || (a == "--max-steps" && v.find_first_not_of("0123456789") != std::string::npos)) return badValue(a, v);
+        (a == "--max-steps" ? budgets.maxSteps : a == "--max-memory" ? heapLimit : budgets.maxTensorBytes) = n;
+      }
     } else if (a.size() > 1 && a[0] == '-' && a != "-") {
       std::cerr << "purple: unknown option " << a << "\n" << kUsage;
       return 2;
@@ -79,9 +149,29 @@ int run(const std::vector<std::string>& args) {
       script = a;
     }
   }
+  if (sandbox && script.empty() && expr.empty()) {
+    std::cerr << "purple: --sandbox runs a FILE or -e EXPR, not the REPL\n";
+    return 2;
+  }
+  std::string scriptText;
+  if (sandbox && !script.empty() && !readScript(script, scriptText)) {
+    std::cerr << "purple: cannot read " << script << ": " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  if (heapLimit > 0) setHeapLimit(size_t(heapLimit));
   int status = 0;
   {
     Options options;
+    if (sandbox) {
+      options.limits = Limits::sandbox();
+      // Subnormal floats are flushed by a setting of the whole process, which a sandboxed
+      // interpreter may not change: a plain one sets it first.
+      const char* ftz = std::getenv("PURPLE_FLUSH_DENORMAL");
+      if (!(ftz && std::strcmp(ftz, "0") == 0)) Interpreter().eval("(set-flush-denormal! #t)", "<startup>");
+    }
+    options.limits.maxSeconds = budgets.maxSeconds;
+    options.limits.maxSteps = budgets.maxSteps;
+    options.limits.maxTensorBytes = budgets.maxTensorBytes;
     options.libraryPath = libDirs;
     options.commandLine.push_back(script.empty() ? "purple" : script);
     for (auto& s : scriptArgs) options.commandLine.push_back(s);
@@ -98,12 +188,13 @@ int run(const std::vector<std::string>& args) {
       // Subnormal floats make Adam ~80x slower on this kind of CPU (DESIGN.md); the command
       // flushes them to zero unless PURPLE_FLUSH_DENORMAL=0. Embedding hosts decide for themselves.
       const char* ftz = std::getenv("PURPLE_FLUSH_DENORMAL");
-      if (!(ftz && std::strcmp(ftz, "0") == 0)) in.eval("(set-flush-denormal! #t)", "<startup>");
+      if (!sandbox && !(ftz && std::strcmp(ftz, "0") == 0)) in.eval("(set-flush-denormal! #t)", "<startup>");
       if (!expr.empty()) {
         status = repl::evalAndPrint(in, expr, "<command line>", true) ? 0 : 1;
       } else if (!script.empty()) {
         try {
-          in.load(script);
+          if (sandbox) in.eval(scriptText, script);
+          else in.load(script);
         } catch (const Exit&) {
           throw;
         } catch (const Error& e) {

@@ -647,9 +647,10 @@ class Interpreter {
   // an evaluation ended), so that it does not stop the next one. Safe from any thread.
   void cancelInterrupt();
 
-  // Front ends (REPL, notebook kernel): reads and evaluates the forms of `code` one at a time.
+  // Front ends (REPL, notebook kernel): reads the whole of `code` first (a read error anywhere
+  // in it runs nothing, as IPython does with a cell), then evaluates its forms one at a time.
   // After each form, `onResults` gets its values (none for an unspecified value, several for
-  // (values a b)) and where the form was, before the next form is read, so a definition is in
+  // (values a b)) and where the form was, before the next form runs, so a definition is in
   // effect for the forms after it and output appears form by form. Budgets are re-armed for
   // every form. The first error stops it (a purple::Error whose positions name `sourceName`,
   // lines counted from `firstLine`). Returns the last value.

@@ -24,6 +24,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <gc/gc.h>
 
+#include <pthread.h>
+
 #include <cmath>
 #include <fstream>
 #include <mutex>
@@ -776,10 +778,57 @@ void addMethod(Impl* impl, const std::type_info& type, std::string_view method, 
 
 // ---- Interpreter ---------------------------------------------------------------------------
 
+namespace {
+// Loading the prelude nests the reader, analyzer and evaluator deeper than most scripts do: on
+// a thread with less stack than this left, the interpreter is made on a stack of its own
+// (runOnLargeStack), so that a host's thread pool with small stacks (musl's 128 KB) can make
+// one. Evaluation later runs on the host's stack, within its limit ("recursion too deep").
+constexpr std::size_t kStackForConstruction = 2 * 1024 * 1024;
+// Below this much free stack, evaluation and the LibTorch calls under it would not fit beside the
+// safety margin: the constructor refuses instead of letting a later call overflow.
+constexpr std::size_t kSmallestFreeStack = 64 * 1024;
+
+Interp* makeInterp() {
+  char* here = static_cast<char*>(__builtin_frame_address(0));
+  char* limit = currentThreadStackLimit();
+  if (here > limit && std::size_t(here - limit) >= kStackForConstruction) return new Interp();
+  pthread_attr_t attr;
+  void* low = nullptr;
+  std::size_t size = 0;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &low, &size);
+    pthread_attr_destroy(&attr);
+  }
+  std::size_t free = low && here > static_cast<char*>(low) ? std::size_t(here - static_cast<char*>(low)) : 0;
+  if (low && free < kSmallestFreeStack)
+    throw Error("error", "could not create the interpreter: this thread's stack is " + std::to_string(size / 1024) +
+                             " KB with " + std::to_string(free / 1024) + " KB free below the caller (thread-local storage " +
+                             "and the caller's frames take the rest), and Purple needs " +
+                             std::to_string(kSmallestFreeStack / 1024) + " KB free");
+  Interp* made = nullptr;
+  std::exception_ptr failure;
+  runOnLargeStack(
+      [&] {
+        try {
+          made = new Interp();
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        return 0;
+      },
+      std::size_t(64) << 20);
+  if (failure) std::rethrow_exception(failure);
+  return made;
+}
+}  // namespace
+
 Interpreter::Interpreter(Options options) : impl_(new detail::Impl()) {
   ThreadGuard thread;
   try {
-    impl_->interp = new Interp();
+    impl_->interp = makeInterp();
+  } catch (const Error&) {
+    delete impl_;
+    throw;
   } catch (...) {
     delete impl_;
     throw Error("error", "could not create the interpreter");

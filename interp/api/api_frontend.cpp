@@ -102,6 +102,14 @@ Value Interpreter::evalForms(std::string_view code, std::string_view sourceName,
                              int firstLine) {
   return runGuarded(impl_, [&]() -> PV {
     Interp& in = interpOf(impl_);
+    // The whole input is read once before anything runs, as IPython parses a cell: a syntax
+    // error anywhere in it is reported and no form of it has run.
+    {
+      Reader check(code, makeString(sourceName), nullptr, firstLine);
+      PV ignored;
+      while (check.read(ignored)) {
+      }
+    }
     PositionTable positions;
     Reader reader(code, makeString(sourceName), &positions, firstLine);
     PV last = PV::unspecified();

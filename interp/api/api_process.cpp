@@ -125,6 +125,7 @@ int runOnLargeStack(const std::function<int()>& body, std::size_t bytes) {
   bigContext.uc_link = &job.caller;
   makecontext(&bigContext, trampoline, 0);
   StackJob* outer = tJob;
+  char* callerLimit = currentThreadStackLimit();   // restored after: the caller may be on such a stack too
   tJob = &job;
 #ifdef PURPLE_ASAN_FIBERS
   void* fakeStack = nullptr;
@@ -137,7 +138,7 @@ int runOnLargeStack(const std::function<int()>& body, std::size_t bytes) {
   tJob = outer;
   // Back on the thread's own stack: the collector and the evaluator must look at it again.
   if (haveSaved) GC_call_with_alloc_lock(setStackBottom, &saved);
-  setCurrentThreadStackLimit(nullptr);
+  setCurrentThreadStackLimit(callerLimit);
   munmap(mem, bytes);
   if (job.error) std::rethrow_exception(job.error);
   return job.result;

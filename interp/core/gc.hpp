@@ -31,6 +31,12 @@ size_t gcHeapLimit();
 // port's text, string-append's bytes): refuses, naming WHO, a size no string can have or that
 // is past the heap limit, before the buffer grows that big where no limit applies.
 void checkResultBytes(const char* who, size_t bytes);
+// Before one object of BYTES is allocated (a vector, a string, a bytevector): past the heap
+// limit it is a memory-error, and so it is when the interpreter running on this thread has a
+// time budget too short to clear that much fresh memory (the collector clears it inside one
+// allocation call, where no budget is polled: `(make-vector 1000000000)` took 14 s and 7.8 GB
+// under a 3-second budget). WHAT names the kind of object.
+void checkAllocationBudget(const char* what, size_t bytes);
 
 // Memory that collectable objects own outside the collected heap (a port's buffers). The
 // collector cannot see it, so a loop that drops such objects would never start a collection;

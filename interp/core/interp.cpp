@@ -94,8 +94,12 @@ char* threadStackLimit() {
       pthread_attr_destroy(&attr);
     }
     // Keep 256 KB for the C++ code (LibTorch included) that runs below the deepest eval; on a
-    // small stack (a host thread of 512 KB or less), half of it.
-    size_t margin = std::min<size_t>(256 * 1024, size / 2);
+    // small stack, half of what is free below this frame. Free, not the size: glibc puts the
+    // thread's static TLS at the top of its stack (LibTorch's takes about 110 KB), so a 192 KB
+    // thread has under 80 KB to run on.
+    size_t used = addr ? size_t(static_cast<char*>(addr) + size - reinterpret_cast<char*>(__builtin_frame_address(0))) : 0;
+    size_t free = size > used ? size - used : 0;
+    size_t margin = std::min<size_t>(256 * 1024, free / 2);
     if (addr && size > 0) tStackLimit = static_cast<char*>(addr) + margin;
     else tStackLimit = reinterpret_cast<char*>(__builtin_frame_address(0)) - 4 * 1024 * 1024;
   }

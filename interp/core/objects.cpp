@@ -46,6 +46,7 @@ static void checkObjectLength(size_t n, const char* what) {
 
 static String* allocString(size_t bytes, size_t chars) {
   checkObjectLength(bytes, "string");
+  checkAllocationBudget("a string", bytes);
   auto* s = allocObject<String>(Kind::String);
   s->capacity = uint32_t(bytes + 1);
   s->data = static_cast<char*>(gcAllocAtomic(bytes + 1));
@@ -82,6 +83,7 @@ Value makeStringFill(size_t chars, uint32_t fill) {
 
 Value makeVector(size_t n, Value fill) {
   checkObjectLength(n, "vector");
+  checkAllocationBudget("a vector", n * sizeof(Value));
   auto* v = allocObject<Vector>(Kind::Vector, sizeof(Vector) + (n ? n - 1 : 0) * sizeof(Value));
   v->extra = uint32_t(n);
   for (size_t i = 0; i < n; i++) {
@@ -93,6 +95,7 @@ Value makeVector(size_t n, Value fill) {
 
 Value makeBytevector(size_t n, uint8_t fill) {
   checkObjectLength(n, "bytevector");
+  checkAllocationBudget("a bytevector", n);
   auto* b = static_cast<Bytevector*>(gcAllocAtomic(sizeof(Bytevector) + n));
   b->kind = Kind::Bytevector;
   b->flags = 0;

@@ -978,7 +978,12 @@ void throwSyntaxError(const SourcePos& pos, const std::string& message, Value fo
 }
 
 Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize) {
-  Analyzer a{in, positions, SourcePos{Value::f(), 0, 0}};
+  SourcePos start{Value::f(), 0, 0};
+  if (positions && form.is(Kind::Symbol)) {   // a variable alone: the reader recorded where
+    auto it = positions->find(form.obj());
+    if (it != positions->end()) start = it->second;
+  }
+  Analyzer a{in, positions, start};
   LambdaInfo top;
   Scope scope;
   scope.lambda = &top;

@@ -616,8 +616,12 @@ at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env
 }
 
 namespace {
-[[noreturn]] void throwStop(const char* kind, std::string message) {
-  throw PurpleInterrupt(makeError(intern(kind), message, Value::nil()));
+// The stop carries the backtrace of where it found the evaluation, as builtin errors do, so
+// that "interrupted" says where it stopped.
+[[noreturn]] void throwStop(Interp& in, const char* kind, std::string message) {
+  Value err = makeError(intern(kind), message, Value::nil());
+  err.as<ErrorObject>()->backtrace = in.backtrace();
+  throw PurpleInterrupt(err);
 }
 }  // namespace
 
@@ -625,8 +629,8 @@ void Interp::attend() {
   // A stop stays requested while it unwinds (cleanup code such as dynamic-wind exits meets it
   // again at its next poll); whoever receives the interrupt clears it, and the next
   // outermost evaluation re-arms the budgets.
-  if (interruptRequested_.load(std::memory_order_acquire)) throwStop("interrupt", "interrupted");
-  if (deadlinePassed.load(std::memory_order_acquire)) throwStop("time-limit", "time budget exhausted");
+  if (interruptRequested_.load(std::memory_order_acquire)) throwStop(*this, "interrupt", "interrupted");
+  if (deadlinePassed.load(std::memory_order_acquire)) throwStop(*this, "time-limit", "time budget exhausted");
   attention.store(false, std::memory_order_relaxed);
   // A request that arrived while the flag was being cleared must not be lost.
   if (interruptRequested_.load(std::memory_order_seq_cst) || deadlinePassed.load(std::memory_order_seq_cst))
@@ -635,14 +639,14 @@ void Interp::attend() {
 
 void Interp::safePoint() {
   stepsLeft = 1024;
-  if (interruptRequested_.load(std::memory_order_relaxed)) throwStop("interrupt", "interrupted");
+  if (interruptRequested_.load(std::memory_order_relaxed)) throwStop(*this, "interrupt", "interrupted");
   if (gcFinalizersPending()) gcRunFinalizers();
   if (limits.maxSteps > 0) {
     if (stepBudgetLeft <= 1024)
-      throwStop("step-limit", "step budget exhausted (" + std::to_string(limits.maxSteps) + " steps)");
+      throwStop(*this, "step-limit", "step budget exhausted (" + std::to_string(limits.maxSteps) + " steps)");
     stepBudgetLeft -= 1024;
   }
-  if (hasDeadline && std::chrono::steady_clock::now() > deadline) throwStop("time-limit", "time budget exhausted");
+  if (hasDeadline && std::chrono::steady_clock::now() > deadline) throwStop(*this, "time-limit", "time budget exhausted");
 }
 
 void Interp::checkInterrupt() { safePoint(); }

@@ -102,6 +102,9 @@ bool Reader::read(Value& out) {
   startLine_ = line_;
   startCol_ = col_;
   out = datum();
+  // A variable read as a whole form (`counter` alone in a notebook cell) has no pair around it
+  // to carry its position: it is recorded itself, for the unbound-variable error.
+  if (positions_ && out.is(Kind::Symbol)) (*positions_)[out.obj()] = SourcePos{source_, startLine_, startCol_};
   return true;
 }
 

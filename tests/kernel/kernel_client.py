@@ -127,6 +127,15 @@ reply, msgs = run("(+ 1")
 check("error: a read error", reply["status"] == "error" and reply.get("ename") == "read-error", str(reply))
 reply, msgs = run("(+ 2 2)")
 check("error: the kernel goes on", of_type(msgs, "execute_result")[0]["data"]["text/plain"] == "4", str(msgs))
+# A cell is read whole before it runs, as IPython parses one: a syntax error on line 3 runs
+# nothing of lines 1 and 2.
+reply, msgs = run('(define counter 1)\n(display "ran")\n(+ 1 ))')
+check("error: a syntax error on line 3 is reported", reply["status"] == "error" and reply.get("ename") == "read-error"
+      and ":3:" in reply.get("evalue", ""), str(reply))
+check("error: ... and lines 1-2 did not run", "ran" not in stream_text(msgs, "stdout"), str(msgs))
+reply, msgs = run("counter")
+check("error: a bare unbound variable names its cell, line and column",
+      reply.get("ename") == "unbound-variable" and ":1:1: unbound variable: counter" in reply.get("evalue", ""), str(reply))
 
 # ---- rich display ----------------------------------------------------------------------------
 reply, msgs = run("(tensor-arange 12 :dtype 'float32)")
@@ -210,7 +219,9 @@ def interrupt_during(code, name):
     return msgs
 
 
-interrupt_during("(let loop ((i 0)) (loop (+ i 1)))", "an endless loop")
+msgs = interrupt_during("(define (spin i) (spin (+ i 1)))\n(spin 0)", "an endless loop")
+trace = "\n".join(e["traceback"][i] for e in of_type(msgs, "error") for i in range(len(e["traceback"])))
+check("interrupt: the error says where it stopped", "in spin at In[" in trace, trace)
 reply, msgs = run("(my-square 7)")
 check("interrupt: the next execute in the same kernel works",
       of_type(msgs, "execute_result")[0]["data"]["text/plain"] == "49" and km.is_alive(), str(msgs))
@@ -222,6 +233,20 @@ interrupt_during("""(define model (sequential (linear 8 32) (relu) (linear 32 2)
 reply, msgs = run("(tensor-shape (forward model (tensor-randn 3 8)))")
 check("interrupt: after training, the model is still there",
       of_type(msgs, "execute_result")[0]["data"]["text/plain"] == "(3 2)", str(msgs))
+
+# ---- widgets: the version comm a notebook opens is answered and closed, not logged as unknown --
+comm_id = "purple-test-widget-version"
+kc.session.send(kc.shell_channel.socket, kc.session.msg("comm_open", {
+    "comm_id": comm_id, "target_name": "jupyter.widget.version", "data": {}}))
+closed = False
+deadline = time.time() + 20
+while time.time() < deadline and not closed:
+    try:
+        m = kc.get_iopub_msg(timeout=1)
+    except Exception:
+        continue
+    closed = m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id
+check("widgets: the jupyter.widget.version comm is closed politely", closed, "no comm_close")
 
 # ---- restart and shutdown ----------------------------------------------------------------------
 km.restart_kernel(now=False)
