@@ -10,6 +10,7 @@
 #include "builtins/formats/zip.hpp"
 #include "builtins/nn/value.hpp"
 #include "interp/memory/tensor_value.hpp"
+#include <cctype>
 #include <cstring>
 #include "interp/limits/sandbox.hpp"
 
@@ -31,17 +32,123 @@ struct NpyHeader {
   size_t dataOffset = 0;
 };
 
-// The value after 'KEY': in the header dict.
-std::string_view headerValue(std::string_view h, const char* key) {
-  std::string k = std::string("'") + key + "'";
-  size_t p = h.find(k);
-  if (p == std::string_view::npos) fail(std::string("corrupt .npy header: no ") + key);
-  p = h.find(':', p + k.size());
-  if (p == std::string_view::npos) fail("corrupt .npy header");
-  p++;
-  while (p < h.size() && h[p] == ' ') p++;
-  return h.substr(p);
-}
+// NumPy's own limit on a header (np.load's max_header_size): longer ones are refused unread.
+constexpr size_t kMaxNpyHeader = 10000;
+
+// The header as NumPy reads it (ast.literal_eval, then checks): a Python dict literal with exactly
+// the keys 'descr' (a string: structured dtypes are not read), 'fortran_order' (True or False)
+// and 'shape' (a tuple of non-negative ints), each once. Anything else is refused, so Purple never
+// reads a file differently from NumPy.
+class NpyHeaderParser {
+ public:
+  NpyHeaderParser(std::string_view h, bool py2Ints) : h_(h), py2Ints_(py2Ints) {}
+
+  void parse(NpyHeader& out) {
+    space();
+    expect('{', "the header is not a dict");
+    bool descr = false, fortran = false, shape = false;
+    for (;;) {
+      space();
+      if (peek() == '}') break;
+      std::string key = string("a key");
+      space();
+      expect(':', "a key without a value");
+      space();
+      if (key == "descr") {
+        once(descr, key);
+        if (peek() == '[') fail("structured .npy arrays are not supported");
+        std::string d = string("descr");
+        if (!numpyDescrToDtype(d, out.dtype, out.bigEndian, out.wideUnsigned)) fail("NumPy dtype " + d + " has no tensor equivalent");
+      } else if (key == "fortran_order") {
+        once(fortran, key);
+        if (word("True")) out.fortran = true;
+        else if (word("False")) out.fortran = false;
+        else bad("fortran_order is not a boolean (True or False)");
+      } else if (key == "shape") {
+        once(shape, key);
+        out.shape = tuple();
+      } else {
+        bad("unexpected key '" + key + "' (NumPy allows exactly descr, fortran_order and shape)");
+      }
+      space();
+      if (peek() == ',') {
+        pos_++;
+        continue;
+      }
+      space();
+      if (peek() != '}') bad("expected , or }");
+    }
+    pos_++;
+    if (!descr || !fortran || !shape)
+      bad(std::string("missing key ") + (!descr ? "descr" : !fortran ? "fortran_order" : "shape") + " (NumPy requires descr, fortran_order and shape)");
+    space();
+    if (pos_ != h_.size()) bad("text after the dict");
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& why) const { fail("corrupt .npy header: " + why + " (at character " + std::to_string(pos_) + ")"); }
+  char peek() const { return pos_ < h_.size() ? h_[pos_] : '\0'; }
+  void space() {
+    while (pos_ < h_.size() && (h_[pos_] == ' ' || h_[pos_] == '\t' || h_[pos_] == '\n' || h_[pos_] == '\r')) pos_++;
+  }
+  void expect(char c, const char* why) {
+    if (peek() != c) bad(why);
+    pos_++;
+  }
+  void once(bool& seen, const std::string& key) {
+    if (seen) bad("the key '" + key + "' appears twice");
+    seen = true;
+  }
+  bool word(const char* w) {
+    size_t n = std::strlen(w);
+    if (h_.compare(pos_, n, w) != 0) return false;
+    char after = pos_ + n < h_.size() ? h_[pos_ + n] : ' ';
+    if (std::isalnum(uint8_t(after)) || after == '_') return false;
+    pos_ += n;
+    return true;
+  }
+  std::string string(const char* what) {
+    char q = peek();
+    if (q != '\'' && q != '"') bad(std::string(what) + " is not a string");
+    size_t end = h_.find(q, pos_ + 1);
+    if (end == std::string_view::npos) bad(std::string(what) + " is an unterminated string");
+    std::string s(h_.substr(pos_ + 1, end - pos_ - 1));
+    if (s.find('\\') != std::string::npos || s.find('\n') != std::string::npos) bad(std::string(what) + " has an escape");
+    pos_ = end + 1;
+    return s;
+  }
+  std::vector<int64_t> tuple() {
+    expect('(', "shape is not a tuple");
+    std::vector<int64_t> dims;
+    bool comma = false;
+    for (;;) {
+      space();
+      if (peek() == ')') break;
+      size_t b = pos_;
+      while (pos_ < h_.size() && h_[pos_] >= '0' && h_[pos_] <= '9') pos_++;
+      if (pos_ == b) bad(peek() == '-' ? "shape has a negative dimension" : "shape holds something other than non-negative ints");
+      if (pos_ - b > 18) bad("shape has a dimension too large");
+      dims.push_back(std::stoll(std::string(h_.substr(b, pos_ - b))));
+      if (py2Ints_ && (peek() == 'L' || peek() == 'l')) pos_++;   // Python 2 longs, as NumPy's _filter_header allows
+      if (dims.size() > 64) bad("shape has more than 64 dimensions");
+      space();
+      if (peek() == ',') {
+        pos_++;
+        comma = true;
+        continue;
+      }
+      space();
+      if (peek() != ')') bad("shape is not a tuple of ints");
+    }
+    pos_++;
+    if (dims.size() == 1 && !comma) bad("shape is (n), an int in parentheses, not a tuple");
+    return dims;
+  }
+
+  std::string_view h_;
+  size_t pos_ = 0;
+  bool py2Ints_;
+};
 
 NpyHeader parseNpy(std::string_view b) {
   if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0) fail("not a .npy file (no \\x93NUMPY magic)");
@@ -52,30 +159,12 @@ NpyHeader parseNpy(std::string_view b) {
   size_t n = 0;
   for (size_t i = lenBytes; i-- > 0;) n = n << 8 | uint8_t(b[8 + i]);
   if (n > b.size() - 8 - lenBytes) fail("truncated .npy header");
+  if (n > kMaxNpyHeader)
+    fail(".npy header of " + std::to_string(n) + " characters, more than NumPy's limit of " + std::to_string(kMaxNpyHeader) + " (np.load refuses it too)");
   std::string_view h = b.substr(8 + lenBytes, n);
   NpyHeader out;
   out.dataOffset = 8 + lenBytes + n;
-  std::string_view d = headerValue(h, "descr");
-  if (d.empty() || d[0] != '\'') fail("structured .npy arrays are not supported");
-  size_t q = d.find('\'', 1);
-  if (q == std::string_view::npos) fail("corrupt .npy header");
-  std::string descr(d.substr(1, q - 1));
-  if (!numpyDescrToDtype(descr, out.dtype, out.bigEndian, out.wideUnsigned)) fail("NumPy dtype " + descr + " has no tensor equivalent");
-  out.fortran = headerValue(h, "fortran_order").substr(0, 4) == "True";
-  std::string_view s = headerValue(h, "shape");
-  if (s.empty() || s[0] != '(') fail("corrupt .npy header: bad shape");
-  size_t close = s.find(')');
-  if (close == std::string_view::npos) fail("corrupt .npy header: bad shape");
-  std::string dims(s.substr(1, close - 1));
-  for (size_t p = 0; p < dims.size();) {
-    while (p < dims.size() && (dims[p] == ' ' || dims[p] == ',')) p++;
-    if (p >= dims.size()) break;
-    size_t e = p;
-    while (e < dims.size() && dims[e] >= '0' && dims[e] <= '9') e++;
-    if (e == p || e - p > 18) fail("corrupt .npy header: bad shape");
-    out.shape.push_back(std::stoll(dims.substr(p, e - p)));
-    p = e;
-  }
+  NpyHeaderParser(h, major <= 2).parse(out);
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include "interp/language/printer.hpp"
 #include "interp/memory/tensor_value.hpp"
 #include <gc/gc_allocator.h>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace purple::formats {
 
@@ -48,8 +50,38 @@ std::string leBytesOf(Value big) {
   return mag;
 }
 
-Value convert(const PyRef& o, int depth) {
-  if (depth > kMaxDepth) tooDeep("torch-load");
+// Converts a pickle's object graph. One Purple object per Python object: a list referenced ten
+// times (DUP, or the memo's GET) is converted once and shared ten times, as in Python, so a
+// "billion laughs" pickle (ten nested lists of ten references each: 10^9 leaves in a few hundred
+// bytes) stays a few hundred objects. The work is bounded too: every edge followed counts, and
+// there are never more edges than the reader made (its own work is bounded by the file's size).
+class Converter {
+ public:
+  Value convert(const PyRef& o, int depth) {
+    if (depth > kMaxDepth) tooDeep("torch-load");
+    if (++work_ > kMaxWork)
+      throwError("file-error", "torch-load: the data holds more than " + std::to_string(kMaxWork) + " references: refusing a probable memory bomb");
+    const PyObject* key = o.get();
+    auto it = done_.find(key);
+    if (it != done_.end()) return it->second;
+    if (!busy_.insert(key).second) tooDeep("torch-load");   // a list that holds itself
+    Value v = make(o, depth);
+    busy_.erase(key);
+    done_.emplace(key, v);
+    return v;
+  }
+
+ private:
+  static constexpr uint64_t kMaxWork = uint64_t(1) << 28;
+  Value make(const PyRef& o, int depth);
+  using Memo = std::unordered_map<const PyObject*, Value, std::hash<const PyObject*>, std::equal_to<const PyObject*>,
+                                  traceable_allocator<std::pair<const PyObject* const, Value>>>;
+  Memo done_;   // traceable: the collector sees the Values it holds
+  std::unordered_set<const PyObject*> busy_;
+  uint64_t work_ = 0;
+};
+
+Value Converter::make(const PyRef& o, int depth) {
   Interp& in = *Interp::current();
   switch (o->type) {
     case PyType::None: return Value::unspecified();
@@ -105,9 +137,13 @@ Value convert(const PyRef& o, int depth) {
         hashTablePut(in, h, makeString("__items__"), listFromArray(xs.data(), xs.size()));
       }
       if (!o->entries.empty()) {
-        auto d = PyObject::dict();
-        d->entries = o->entries;
-        hashTablePut(in, h, makeString("__dict_items__"), convert(d, depth + 1));
+        Value d = makeHashTable(HashEquiv::Equal, o->entries.size());
+        for (auto& [k, v] : o->entries) {
+          Value key = convert(k, depth + 1);
+          Value val = convert(v, depth + 1);
+          hashTablePut(in, d, key, val);
+        }
+        hashTablePut(in, h, makeString("__dict_items__"), d);
       }
       return h;
     }
@@ -190,7 +226,7 @@ PyRef back(Value v, const std::string& who, int depth) {
 
 }  // namespace
 
-Value toPurple(const PyRef& o) { return convert(o, 0); }
+Value toPurple(const PyRef& o) { return Converter().convert(o, 0); }
 PyRef toPython(Value v, const std::string& who) { return back(v, who, 0); }
 
 }  // namespace purple::formats

@@ -13,6 +13,7 @@
 #include "interp/language/printer.hpp"
 #include "interp/memory/tensor_value.hpp"
 #include <algorithm>
+#include <unordered_set>
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 #include "interp/limits/sandbox.hpp"
@@ -52,12 +53,51 @@ const char* nameOf(at::ScalarType t) {
 }
 
 constexpr uint64_t kMaxHeader = 100 * 1000 * 1000;   // the reference implementation's limit
+// The most dimensions a tensor may have. The format sets none; LibTorch's kernels and NumPy
+// (32 before 2.0, 64 since) stop far below the 100,000 a hostile file claimed.
+constexpr size_t kMaxRank = 64;
+// The header's deepest nesting: the header object, a tensor's object, its shape array. Checked
+// on the raw text before parsing, so no nesting depth reaches the JSON parser.
+constexpr int kMaxNesting = 3;
+
+struct TensorSpec {
+  std::string name;
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;
+};
 
 struct Header {
   Json json;
   uint64_t dataStart;
+  std::vector<TensorSpec> tensors;                                 // in the header's order
+  std::vector<std::pair<std::string, std::string>> metadata;       // __metadata__, in its order
+  bool hasMetadata = false;
 };
 
+void checkNesting(std::string_view text) {
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); i++) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\') i++;
+      else if (c == '"') inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxNesting)
+        fail("corrupt header: JSON nested deeper than the format's " + std::to_string(kMaxNesting) + " levels (at byte " + std::to_string(i) + ")");
+    } else if (c == '}' || c == ']') {
+      depth--;
+    }
+  }
+}
+
+// The header as the format's rules say it must be: a JSON object of tensors (dtype, shape,
+// data_offsets) and an optional __metadata__ map of strings to strings; each name once; the
+// tensors' byte ranges tiling the data exactly, with no gap between them and nothing after the
+// last (a gap can hide anything: a hostile file hid a pickle there).
 Header readHeader(const MappedFile& f) {
   if (f.size() < 8) fail("not a safetensors file (shorter than its 8-byte header length)");
   uint64_t n = 0;
@@ -68,23 +108,39 @@ Header readHeader(const MappedFile& f) {
   h.dataStart = 8 + n;
   std::string_view text = f.view(8, n);
   if (text.empty() || text[0] != '{') fail("not a safetensors file (the header is not a JSON object)");
+  checkNesting(text);
+  // Duplicate keys: JSON parsers keep the first or the last, so two readers could see two files.
+  std::vector<std::unordered_set<std::string>> keys;
+  std::string duplicate;
+  auto callback = [&](int, nlohmann::detail::parse_event_t event, Json& parsed) {
+    using E = nlohmann::detail::parse_event_t;
+    if (event == E::object_start) keys.emplace_back();
+    else if (event == E::object_end && !keys.empty()) keys.pop_back();
+    else if (event == E::key && !keys.empty() && parsed.is_string()) {
+      const std::string& k = parsed.get_ref<const std::string&>();
+      if (!keys.back().insert(k).second && duplicate.empty()) duplicate = k;
+    }
+    return true;
+  };
   try {
-    h.json = Json::parse(text.begin(), text.end());
+    h.json = Json::parse(text.begin(), text.end(), callback);
   } catch (const std::exception& e) {
     fail(std::string("corrupt header: ") + e.what());
   }
+  if (!duplicate.empty()) fail("corrupt header: the name \"" + duplicate + "\" appears twice");
   if (!h.json.is_object()) fail("corrupt header: not a JSON object");
-  return h;
-}
-
-Value loadSafetensors(Interp& in, const std::string& path, std::optional<at::Device> device) {
-  auto file = MappedFile::open(path);
-  Header h = readHeader(*file);
-  uint64_t dataSize = file->size() - h.dataStart;
-  Value table = makeHashTable(HashEquiv::Equal, h.json.size());
+  uint64_t dataSize = f.size() - h.dataStart;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto& [name, info] : h.json.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      if (!info.is_object()) fail("corrupt header: __metadata__ must map strings to strings, and it is not an object");
+      for (auto& [k, v] : info.items()) {
+        if (!v.is_string()) fail("corrupt header: __metadata__ must map strings to strings, and \"" + k + "\" maps to " + std::string(v.type_name()));
+        h.metadata.emplace_back(k, v.get<std::string>());
+      }
+      h.hasMetadata = true;
+      continue;
+    }
     if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
       fail("corrupt header: tensor \"" + name + "\" lacks dtype, shape or data_offsets");
     auto& offs = info["data_offsets"];
@@ -92,32 +148,54 @@ Value loadSafetensors(Interp& in, const std::string& path, std::optional<at::Dev
     if (!info["dtype"].is_string() || !shapeJ.is_array() || !offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() ||
         !offs[1].is_number_unsigned())
       fail("corrupt header: tensor \"" + name + "\" is malformed");
-    at::ScalarType dtype = dtypeOf(info["dtype"].get<std::string>(), name);
-    std::vector<int64_t> shape;
+    TensorSpec t;
+    t.name = name;
+    t.dtype = dtypeOf(info["dtype"].get<std::string>(), name);
+    if (shapeJ.size() > kMaxRank)
+      fail("corrupt header: tensor \"" + name + "\" has " + std::to_string(shapeJ.size()) + " dimensions, more than the " + std::to_string(kMaxRank) +
+           " Purple reads");
     int64_t numel = 1;
     for (auto& d : shapeJ) {
       if (!d.is_number_unsigned()) fail("corrupt header: tensor \"" + name + "\" has a bad shape");
-      int64_t x = int64_t(d.get<uint64_t>());
-      if (x < 0 || __builtin_mul_overflow(numel, x, &numel)) fail("corrupt header: tensor \"" + name + "\" is too big");
-      shape.push_back(x);
+      uint64_t x = d.get<uint64_t>();
+      if (x > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, int64_t(x), &numel)) fail("corrupt header: tensor \"" + name + "\" is too big");
+      t.shape.push_back(int64_t(x));
     }
-    uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-    if (begin > end || end > dataSize)
-      fail("tensor \"" + name + "\" lies outside the file (bytes " + std::to_string(begin) + " to " + std::to_string(end) + " of " +
+    t.begin = offs[0].get<uint64_t>(), t.end = offs[1].get<uint64_t>();
+    if (t.begin > t.end || t.end > dataSize)
+      fail("tensor \"" + name + "\" lies outside the file (bytes " + std::to_string(t.begin) + " to " + std::to_string(t.end) + " of " +
            std::to_string(dataSize) + "; truncated?)");
-    if (end - begin != uint64_t(numel) * c10::elementSize(dtype))
-      fail("tensor \"" + name + "\" has " + std::to_string(end - begin) + " bytes for " + std::to_string(numel) + " elements of " +
-           c10::toString(dtype));
-    ranges.emplace_back(begin, end);
-    c10::Storage s = MappedFile::storage(file, h.dataStart + begin, end - begin, c10::elementSize(dtype));
-    at::Tensor t = at::empty({0}, at::TensorOptions().dtype(dtype));
-    t.set_(s, 0, shape, c10::contiguous_strides(shape));
-    if (device && !device->is_cpu()) t = t.to(*device);
-    hashTablePut(in, table, makeString(name), wrapTensor(t));
+    uint64_t bytes;
+    if (__builtin_mul_overflow(uint64_t(numel), uint64_t(c10::elementSize(t.dtype)), &bytes) || t.end - t.begin != bytes)
+      fail("tensor \"" + name + "\" has " + std::to_string(t.end - t.begin) + " bytes for " + std::to_string(numel) + " elements of " +
+           c10::toString(t.dtype));
+    ranges.emplace_back(t.begin, t.end);
+    h.tensors.push_back(std::move(t));
   }
   std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); i++)
-    if (ranges[i].first < ranges[i - 1].second) fail("corrupt header: two tensors overlap");
+  uint64_t at = 0;
+  for (auto& [b, e] : ranges) {
+    if (b < at) fail("corrupt header: two tensors overlap (at data byte " + std::to_string(b) + ")");
+    if (b > at) fail("corrupt header: " + std::to_string(b - at) + " bytes at data byte " + std::to_string(at) + " belong to no tensor (a gap between tensors)");
+    at = e;
+  }
+  if (at != dataSize)
+    fail("corrupt file: " + std::to_string(dataSize - at) + " bytes after the last tensor (the data is " + std::to_string(dataSize) +
+         " bytes, the tensors end at " + std::to_string(at) + ")");
+  return h;
+}
+
+Value loadSafetensors(Interp& in, const std::string& path, std::optional<at::Device> device) {
+  auto file = MappedFile::open(path);
+  Header h = readHeader(*file);
+  Value table = makeHashTable(HashEquiv::Equal, h.tensors.size());
+  for (auto& spec : h.tensors) {
+    c10::Storage s = MappedFile::storage(file, h.dataStart + spec.begin, spec.end - spec.begin, c10::elementSize(spec.dtype));
+    at::Tensor t = at::empty({0}, at::TensorOptions().dtype(spec.dtype));
+    t.set_(s, 0, spec.shape, c10::contiguous_strides(spec.shape));
+    if (device && !device->is_cpu()) t = t.to(*device);
+    hashTablePut(in, table, makeString(spec.name), wrapTensor(t));
+  }
   return table;
 }
 
@@ -198,10 +276,9 @@ void registerSafetensors(Registry& r) {
           try {
             auto file = MappedFile::open(path);
             Header h = readHeader(*file);
-            if (!h.json.contains("__metadata__")) return Value::f();
+            if (!h.hasMetadata) return Value::f();
             Value table = makeHashTable(HashEquiv::Equal);
-            for (auto& [k, v] : h.json["__metadata__"].items())
-              hashTablePut(in, table, makeString(k), makeString(v.is_string() ? v.get<std::string>() : v.dump()));
+            for (auto& [k, v] : h.metadata) hashTablePut(in, table, makeString(k), makeString(v));
             return table;
           } catch (const PurpleException&) {
             throw;
@@ -209,7 +286,8 @@ void registerSafetensors(Registry& r) {
             rethrowFileError("safetensors-metadata", path);
           }
         },
-        "The __metadata__ of a .safetensors file as a hash table of strings, or #f when it has none.");
+        "The __metadata__ of a .safetensors file as a hash table of strings, or #f when it has none. The whole header "
+        "is checked as load-safetensors checks it: a malformed one raises a file-error.");
   sandbox(r, "safetensors-metadata", Needs::Files, "files: reads a .safetensors header");
   r.def("save-safetensors", "(tensors path :key metadata)",
         [](Value tensors, std::string path, Value metadata) {

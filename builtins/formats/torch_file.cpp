@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace purple::formats {
 
@@ -67,21 +68,60 @@ uint64_t byteSize(int64_t numel, at::ScalarType dtype) {
   return n;
 }
 
+// The archive's one top-level folder ("archive/" for torch.save, the file's stem for older
+// writers): every entry must be under it, as torch's reader assumes. An archive with two could
+// be read as one file by one reader and as another by the next.
+std::string topFolder(const ZipReader& zip) {
+  std::string top;
+  for (auto& e : zip.entries()) {
+    size_t slash = e.name.find('/');
+    if (slash == std::string::npos || slash == 0) fail("entry " + e.name + " is outside the archive's folder: not a torch.save file");
+    std::string folder = e.name.substr(0, slash + 1);
+    if (top.empty()) top = folder;
+    else if (folder != top)
+      fail("the archive has two top-level folders, " + top + " and " + folder + ": refusing an archive that readers may read differently");
+  }
+  return top;
+}
+
+// torch's `version` record: a decimal number from 1 to 10 (caffe2::serialize's supported range).
+// torch refuses 2^64 (out of range) and -1 (too new once read unsigned), and so does Purple.
+void checkVersion(const ZipReader& zip, const std::string& prefix) {
+  const ZipReader::Entry* v = zip.find(prefix + "version");
+  if (!v) v = zip.find(prefix + ".data/version");
+  if (!v) fail("the archive has no version record: not a torch.save file (or a corrupt one)");
+  if (v->size > 64) fail("the version record is " + std::to_string(v->size) + " bytes long: corrupt");
+  std::string text = zip.read(*v);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  bool digits = !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
+  uint64_t n = digits ? std::stoull(text) : 0;
+  if (!digits || n < 1 || n > 10)
+    fail("the version record says \"" + text.substr(0, 40) + "\"; torch.save archives have versions 1 to 10");
+}
+
 PyRef loadZip(const std::shared_ptr<MappedFile>& file, const TorchLoadOptions& opt) {
   ZipReader zip(file);
-  const ZipReader::Entry* pkl = nullptr;
+  std::string prefix = topFolder(zip);
   bool torchscript = false, numpy = false;
   for (auto& e : zip.entries()) {
-    if (e.name.size() >= 9 && e.name.compare(e.name.size() - 9, 9, "/data.pkl") == 0 && (!pkl || e.name.size() < pkl->name.size())) pkl = &e;
-    if (e.name.find("constants.pkl") != std::string::npos || e.name.find("/code/") != std::string::npos) torchscript = true;
+    std::string rest = e.name.substr(prefix.size());
+    if (rest == "constants.pkl" || rest.rfind("code/", 0) == 0 || rest.find("__torch__") != std::string::npos) torchscript = true;
     if (e.name.size() > 4 && e.name.compare(e.name.size() - 4, 4, ".npy") == 0) numpy = true;
   }
+  // TorchScript archives hold code; torch.load hands them to TorchScript (CVE-2025-32434). Purple
+  // refuses them in both modes instead of reading their data as inert tables.
+  if (torchscript) fail("this is a TorchScript archive (torch.jit.save, with code under code/__torch__), not a torch.save file: load it with load-torchscript");
+  const ZipReader::Entry* pkl = zip.find(prefix + "data.pkl");
   if (!pkl) {
-    if (torchscript) fail("this is a TorchScript archive (torch.jit.save), not a torch.save file: load it with load-torchscript");
     if (numpy) fail("this is a NumPy .npz archive: load it with load-npz");
     fail("a zip archive without a data.pkl record: not a torch.save file");
   }
-  std::string prefix = pkl->name.substr(0, pkl->name.size() - 8);   // "archive/"
+  checkVersion(zip, prefix);
+  if (const ZipReader::Entry* order = zip.find(prefix + "byteorder")) {
+    std::string o = order->size <= 16 ? zip.read(*order) : "?";
+    if (o == "big") fail("the tensors were saved big-endian (byteorder record \"big\"), which Purple does not read; re-save them on a little-endian machine");
+    if (o != "little") fail("the byteorder record says \"" + o.substr(0, 16) + "\", neither little nor big: corrupt");
+  }
   std::unordered_map<std::string, PyRef> storages;
   UnpickleOptions u;
   u.safe = opt.safe;
@@ -92,8 +132,10 @@ PyRef loadZip(const std::shared_ptr<MappedFile>& file, const TorchLoadOptions& o
     const ZipReader::Entry* rec = zip.find(prefix + "data/" + p.key);
     if (!rec) fail("storage " + p.key + " is missing from the archive (truncated or corrupt)");
     uint64_t need = byteSize(p.numel, p.dtype);
-    if (rec->size < need)
-      fail("storage " + p.key + " has " + std::to_string(rec->size) + " bytes, " + std::to_string(need) + " expected (corrupt)");
+    // Exactly: a record longer than its storage could hide data that another reader would see.
+    if (rec->size != need)
+      fail("storage " + p.key + " has " + std::to_string(rec->size) + " bytes, and its " + std::to_string(p.numel) + " elements of " +
+           c10::toString(p.dtype) + " need exactly " + std::to_string(need) + " (corrupt)");
     c10::Device device = opt.mapLocation ? opt.mapLocation(p.location) : defaultLocation(p.location);
     c10::Storage s = zip.storage(*rec, c10::elementSize(p.dtype), opt.mmap && device.is_cpu());
     PyRef o = storageObject(onDevice(s, device), p.dtype, device);
@@ -178,6 +220,7 @@ PyRef loadLegacy(const std::shared_ptr<MappedFile>& file, const TorchLoadOptions
     for (auto& [key, p] : storages)
       if (!p.device.is_cpu()) moved.emplace(p.storage->storage.unsafeGetStorageImpl(), std::make_pair(onDevice(p.storage->storage, p.device), p.device));
     std::vector<PyObject*> work{root.get()};
+    std::unordered_set<const PyObject*> seen{root.get()};   // each object once: shared structure is not walked again
     while (!work.empty()) {
       PyObject* o = work.back();
       work.pop_back();
@@ -190,8 +233,11 @@ PyRef loadLegacy(const std::shared_ptr<MappedFile>& file, const TorchLoadOptions
           o->tensor = t;
         }
       }
-      for (auto& x : o->items) work.push_back(x.get());
-      for (auto& e : o->entries) work.push_back(e.first.get()), work.push_back(e.second.get());
+      for (auto& x : o->items)
+        if (seen.insert(x.get()).second) work.push_back(x.get());
+      for (auto& e : o->entries)
+        for (PyObject* x : {e.first.get(), e.second.get()})
+          if (seen.insert(x).second) work.push_back(x);
     }
   }
   return root;

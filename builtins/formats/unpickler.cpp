@@ -66,6 +66,14 @@ class VM {
   void put(uint64_t k) { memo_[k] = top(); }
   void memoize() { memo_[memo_.size()] = top(); }
   void stop() { stopped_ = true; }
+  void frame(uint64_t n) {
+    if (frameEnd_ && pos_ < frameEnd_)
+      fail(where() + "starts a new frame " + std::to_string(frameEnd_ - pos_) + " bytes before the end of the current one");
+    if (n > in_.size() - pos_)
+      fail("truncated pickle: " + where() + "announces a frame of " + std::to_string(n) + " bytes, and " + std::to_string(in_.size() - pos_) +
+           " remain");
+    frameEnd_ = pos_ + size_t(n);
+  }
   void protocol(uint64_t p) {
     if (p > 5) fail("pickle protocol " + std::to_string(p) + " is newer than this reader (0 to 5)");
   }
@@ -79,7 +87,13 @@ class VM {
 
  private:
   size_t base() const { return marks_.empty() ? 0 : marks_.back(); }
+  void inFrame(size_t end) const {   // a read from pos_ up to END must not cross the frame's end
+    if (frameEnd_ && pos_ < frameEnd_ && end > frameEnd_)
+      fail("corrupt pickle: " + std::string(opName_) + " at byte " + std::to_string(opPos_) + " runs past the end of its frame (byte " +
+           std::to_string(frameEnd_) + "): the FRAME length lies");
+  }
   const uint8_t* need(size_t n) {
+    if (n <= in_.size() - pos_) inFrame(pos_ + n);
     if (n > in_.size() - pos_) fail("truncated pickle: " + std::string(opName_) + " at byte " + std::to_string(opPos_) + " needs " +
                                     std::to_string(n) + " more bytes than the file has");
     auto* p = reinterpret_cast<const uint8_t*>(in_.data() + pos_);
@@ -95,6 +109,7 @@ class VM {
   std::string_view line() {
     size_t nl = in_.find('\n', pos_);
     if (nl == std::string_view::npos) fail("truncated pickle: " + std::string(opName_) + " at byte " + std::to_string(opPos_) + " has no end of line");
+    inFrame(nl + 1);
     std::string_view s = in_.substr(pos_, nl - pos_);
     pos_ = nl + 1;
     return s;
@@ -110,6 +125,13 @@ class VM {
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PyRef> memo_;
   bool stopped_ = false;
+  // FRAME: the end of the current frame (0: none). No operand or line may cross it, and a new
+  // FRAME may start only where the previous one ends, as Python's unpickler insists.
+  size_t frameEnd_ = 0;
+  // Elements copied by allow-listed constructors (OrderedDict(list), set(list), torch.Size):
+  // each opcode makes O(1) objects, but a constructor called on a shared list copies it, so a
+  // small pickle calling set(L) a million times on one long L would copy it a million times.
+  uint64_t copied_ = 0;
   friend struct OpTable;
 };
 
@@ -193,6 +215,36 @@ void appendUtf8(std::string& out, uint32_t cp) {
   else out += char(0xF0 | cp >> 18), out += char(0x80 | ((cp >> 12) & 0x3F)), out += char(0x80 | ((cp >> 6) & 0x3F)), out += char(0x80 | (cp & 0x3F));
 }
 
+// S itself when it is well-formed UTF-8 (no overlong forms, no surrogates, nothing past
+// U+10FFFF); otherwise an error. Python would decode such bytes with 'surrogatepass' into a str
+// that holds lone surrogates, which a Purple string cannot: refuse rather than substitute U+FFFD.
+std::string checkedUtf8(std::string_view s, const VM& vm) {
+  auto bad = [&](size_t i, const char* what) {
+    fail(vm.where() + "has a string that is not valid UTF-8 (" + what + " at its byte " + std::to_string(i) + ")");
+  };
+  for (size_t i = 0; i < s.size();) {
+    uint8_t c = uint8_t(s[i]);
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n) bad(i, "a stray byte");
+    if (i + n > s.size()) bad(i, "a truncated sequence");
+    uint32_t cp = c & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
+    for (size_t k = 1; k < n; k++) {
+      uint8_t cc = uint8_t(s[i + k]);
+      if ((cc & 0xC0) != 0x80) bad(i, "a truncated sequence");
+      cp = cp << 6 | (cc & 0x3F);
+    }
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000)) bad(i, "an overlong sequence");
+    if (cp >= 0xD800 && cp <= 0xDFFF) bad(i, "a lone surrogate");
+    if (cp > 0x10FFFF) bad(i, "a code point past U+10FFFF");
+    i += n;
+  }
+  return std::string(s);
+}
+
 int64_t hexValue(std::string_view s) {   // -1 when S is not all hex digits
   int64_t v = 0;
   for (char c : s) {
@@ -204,14 +256,17 @@ int64_t hexValue(std::string_view s) {   // -1 when S is not all hex digits
 }
 
 // Protocol 0 UNICODE: raw-unicode-escape (\uXXXX and \UXXXXXXXX; other bytes are Latin-1).
-std::string rawUnicodeEscape(std::string_view s) {
+std::string rawUnicodeEscape(std::string_view s, const VM& vm) {
   std::string out;
   for (size_t i = 0; i < s.size(); i++) {
     if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
       size_t n = s[i + 1] == 'u' ? 4 : 8;
       if (i + 2 + n <= s.size()) {
         int64_t cp = hexValue(s.substr(i + 2, n));
-        appendUtf8(out, cp < 0 || cp > 0x10FFFF ? 0xFFFD : uint32_t(cp));
+        if (cp < 0) fail(vm.where() + "has a malformed \\u escape");
+        if (cp > 0x10FFFF) fail(vm.where() + "has a code point past U+10FFFF");
+        if (cp >= 0xD800 && cp <= 0xDFFF) fail(vm.where() + "has a lone surrogate, which a Purple string cannot hold");
+        appendUtf8(out, uint32_t(cp));
         i += 1 + n;
         continue;
       }
@@ -253,8 +308,10 @@ std::string unquote(std::string_view s, const VM& vm) {
   return out;
 }
 
-std::vector<PyRef>& listTarget(PyObject& o, const VM& vm) {
-  if (o.type == PyType::List || o.type == PyType::Set) return o.items;
+// APPEND and APPENDS extend a list; ADDITEMS adds to a set (Python calls list.extend and set.add,
+// so each on the other kind of container fails there too).
+std::vector<PyRef>& listTarget(PyObject& o, const VM& vm, PyType kind) {
+  if (o.type == kind) return o.items;
   if (o.type == PyType::Object) {
     if (o.items.size() < 2) o.items.resize(2);
     return o.items;   // list items of an unknown object follow its arguments and state
@@ -277,7 +334,7 @@ struct OpTable {
   OpTable() {
     // structure
     OP(0x80, "PROTO", U1, { vm.protocol(o.u); })
-    OP(0x95, "FRAME", U8, { (void)o; })
+    OP(0x95, "FRAME", U8, { vm.frame(o.u); })
     OP('.', "STOP", None, { vm.stop(); })
     OP('(', "MARK", None, { vm.mark(); })
     OP('0', "POP", None, { vm.pop(); })
@@ -313,13 +370,13 @@ struct OpTable {
       vm.push(PyObject::floating(d));
     })
     OP('G', "BINFLOAT", F8, { vm.push(PyObject::floating(o.f)); })
-    OP('S', "STRING", Line, { vm.push(PyObject::str(unquote(o.s, vm))); })
-    OP('T', "BINSTRING", Bytes4, { vm.push(PyObject::str(std::string(o.s))); })
-    OP('U', "SHORT_BINSTRING", Bytes1, { vm.push(PyObject::str(std::string(o.s))); })
-    OP('V', "UNICODE", Line, { vm.push(PyObject::str(rawUnicodeEscape(o.s))); })
-    OP('X', "BINUNICODE", Bytes4, { vm.push(PyObject::str(std::string(o.s))); })
-    OP(0x8c, "SHORT_BINUNICODE", Bytes1, { vm.push(PyObject::str(std::string(o.s))); })
-    OP(0x8d, "BINUNICODE8", Bytes8, { vm.push(PyObject::str(std::string(o.s))); })
+    OP('S', "STRING", Line, { vm.push(PyObject::str(checkedUtf8(unquote(o.s, vm), vm))); })
+    OP('T', "BINSTRING", Bytes4, { vm.push(PyObject::str(checkedUtf8(o.s, vm))); })
+    OP('U', "SHORT_BINSTRING", Bytes1, { vm.push(PyObject::str(checkedUtf8(o.s, vm))); })
+    OP('V', "UNICODE", Line, { vm.push(PyObject::str(rawUnicodeEscape(o.s, vm))); })
+    OP('X', "BINUNICODE", Bytes4, { vm.push(PyObject::str(checkedUtf8(o.s, vm))); })
+    OP(0x8c, "SHORT_BINUNICODE", Bytes1, { vm.push(PyObject::str(checkedUtf8(o.s, vm))); })
+    OP(0x8d, "BINUNICODE8", Bytes8, { vm.push(PyObject::str(checkedUtf8(o.s, vm))); })
     OP('B', "BINBYTES", Bytes4, { vm.push(PyObject::bytes(std::string(o.s))); })
     OP('C', "SHORT_BINBYTES", Bytes1, { vm.push(PyObject::bytes(std::string(o.s))); })
     OP(0x8e, "BINBYTES8", Bytes8, { vm.push(PyObject::bytes(std::string(o.s))); })
@@ -357,16 +414,16 @@ struct OpTable {
     })
     OP('a', "APPEND", None, {
       PyRef x = vm.pop();
-      listTarget(*vm.top(), vm).push_back(std::move(x));
+      listTarget(*vm.top(), vm, PyType::List).push_back(std::move(x));
     })
     OP('e', "APPENDS", None, {
       std::vector<PyRef> xs = vm.popMark();
-      auto& target = listTarget(*vm.top(), vm);
+      auto& target = listTarget(*vm.top(), vm, PyType::List);
       for (auto& x : xs) target.push_back(std::move(x));
     })
     OP(0x90, "ADDITEMS", None, {
       std::vector<PyRef> xs = vm.popMark();
-      auto& target = listTarget(*vm.top(), vm);
+      auto& target = listTarget(*vm.top(), vm, PyType::Set);
       for (auto& x : xs) target.push_back(std::move(x));
     })
     OP('s', "SETITEM", None, {
@@ -413,7 +470,7 @@ struct OpTable {
       PyRef state = vm.pop();
       buildObject(*vm.top(), state);
     })
-    OP('P', "PERSID", Line, { vm.push(vm.persistent(PyObject::str(std::string(o.s)))); })
+    OP('P', "PERSID", Line, { vm.push(vm.persistent(PyObject::str(checkedUtf8(o.s, vm)))); })
     OP('Q', "BINPERSID", None, { vm.push(vm.persistent(vm.pop())); })
     OP(0x82, "EXT1", U1, { fail(vm.where() + "uses the copyreg extension registry, which torch files never use"); })
     OP(0x83, "EXT2", U2, { fail(vm.where() + "uses the copyreg extension registry, which torch files never use"); })
@@ -434,9 +491,12 @@ PyRef VM::global(std::string_view module, std::string_view name) {
   // Protocol 2 writes Python 2 module names for builtins.
   if (m == "__builtin__") m = "builtins";
   if (m == "copy_reg") m = "copyreg";
+  std::string full = m + "." + n;
+  if (m == "__torch__" || m.rfind("__torch__.", 0) == 0)
+    fail("refers to the TorchScript class " + full + ": this is TorchScript (torch.jit.save) data, which torch-load never reads, "
+         "in either mode; load a TorchScript archive with load-torchscript");
   PyRef g = lookupGlobal(m, n);
   if (g) return g;
-  std::string full = m + "." + n;
   if (opt_.safe)
     fail("refers to the Python global " + full + ", which safe mode refuses (loading it in Python could run code). "
          "Only tensors, containers, numbers, strings and torch/NumPy data types are allowed; pass :safe #f to read "
@@ -455,7 +515,12 @@ PyRef VM::apply(const PyRef& f, const PyRef& args) {
     return o;
   }
   if (f->type != PyType::Global) fail(where() + "calls a " + pyTypeName(*f) + ", which is not callable");
-  return callGlobal(*f, args->items);
+  PyRef r = callGlobal(*f, args->items);
+  copied_ += r->items.size() + r->entries.size();
+  if (copied_ > 4 * uint64_t(in_.size()) + (uint64_t(1) << 20))
+    fail(where() + "makes containers holding " + std::to_string(copied_) + " elements in all from a pickle of " + std::to_string(in_.size()) +
+         " bytes: refusing a probable memory bomb (a constructor called again and again on one shared list)");
+  return r;
 }
 
 PyRef VM::run(size_t* consumed) {

@@ -26,6 +26,71 @@ uint32_t crc32Of(const void* data, uint64_t n) {
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
+// An entry name every reader resolves the same way: relative, without `..`, backslashes (a folder
+// separator on Windows, a character elsewhere), drive letters or NUL bytes.
+void checkName(const std::string& name) {
+  auto bad = [&](const char* why) { fail("entry \"" + name + "\" " + why + ": refusing an archive that readers may unpack differently"); };
+  if (name.empty()) bad("has an empty name");
+  if (name.find('\0') != std::string::npos) bad("has a NUL byte in its name");
+  if (name.find('\\') != std::string::npos) bad("has a backslash in its name");
+  if (name[0] == '/') bad("has an absolute path");
+  if (name.size() >= 2 && name[1] == ':') bad("has a drive letter");
+  for (size_t p = 0; p <= name.size();) {
+    size_t q = name.find('/', p);
+    if (q == std::string::npos) q = name.size();
+    if (name.compare(p, q - p, "..") == 0 && q - p == 2) bad("has a `..` component");
+    p = q + 1;
+  }
+}
+
+// The local header must say what the central directory says: the same name, the same method
+// and the same sizes -- or, when the sizes follow the data (flag bit 3, as torch.save writes),
+// zero sizes there and a data descriptor after the data that agrees. Otherwise a reader walking
+// the local headers and one reading the directory see different archives.
+void checkLocalHeader(const uint8_t* d, uint64_t fileSize, const ZipReader::Entry& e) {
+  const uint8_t* h = d + e.headerOffset;
+  uint64_t avail = fileSize - e.headerOffset;
+  uint16_t flags = u16(h + 6), method = u16(h + 8), nameLen = u16(h + 26), extraLen = u16(h + 28);
+  auto differs = [&](const std::string& what) {
+    fail("corrupt or hostile archive: the local header of entry " + e.name + " and the central directory disagree on its " + what +
+         " (refusing an archive that two readers would read differently)");
+  };
+  if (30 + uint64_t(nameLen) > avail || std::string(reinterpret_cast<const char*>(h + 30), nameLen) != e.name) differs("name");
+  if (method != e.method) differs("compression method");
+  uint64_t csize = u32(h + 18), usize = u32(h + 22);
+  if (csize == 0xFFFFFFFF || usize == 0xFFFFFFFF) {   // zip64: the values are in the local extra field
+    const uint8_t* x = h + 30 + nameLen;
+    uint64_t left = std::min<uint64_t>(extraLen, avail - 30 - nameLen);
+    bool found = false;
+    while (left >= 4) {
+      uint16_t id = u16(x), len = u16(x + 2);
+      if (4 + uint64_t(len) > left) break;
+      if (id == 0x0001) {
+        uint64_t q = 0;
+        if (usize == 0xFFFFFFFF && q + 8 <= len) usize = u64(x + 4 + q), q += 8;
+        if (csize == 0xFFFFFFFF && q + 8 <= len) csize = u64(x + 4 + q), q += 8;
+        found = true;
+        break;
+      }
+      x += 4 + len;
+      left -= 4 + len;
+    }
+    if (!found) differs("sizes (a zip64 local header without its zip64 field)");
+  }
+  if (!(flags & 8)) {
+    if (csize != e.compressedSize || usize != e.size) differs("sizes");
+    return;
+  }
+  if ((csize || usize) && (csize != e.compressedSize || usize != e.size)) differs("sizes");
+  // The data descriptor: an optional signature, the CRC, then 4-byte sizes (8-byte in zip64).
+  uint64_t p = e.dataOffset + e.compressedSize;
+  if (p + 4 <= fileSize && u32(d + p) == 0x08074b50) p += 4;
+  bool ok = false;
+  if (p + 12 <= fileSize && u32(d + p) == e.crc && u32(d + p + 4) == e.compressedSize && u32(d + p + 8) == e.size) ok = true;
+  if (!ok && p + 20 <= fileSize && u32(d + p) == e.crc && u64(d + p + 4) == e.compressedSize && u64(d + p + 12) == e.size) ok = true;
+  if (!ok) differs("CRC or sizes (its data descriptor is missing or says otherwise)");
+}
+
 }  // namespace
 
 bool ZipReader::looksLikeZip(const MappedFile& f) {
@@ -110,6 +175,8 @@ ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) 
     if (data > size || e.compressedSize > size - data)
       fail("entry " + e.name + " runs past the end of the file (truncated: the file has " + std::to_string(size) + " bytes)");
     e.dataOffset = data;
+    checkLocalHeader(d, size, e);
+    checkName(e.name);
     // One deflate stream expands at most ~1032 times; refuse big claims far past what the
     // compressed bytes can honestly hold.
     if (e.method == 8 && e.size > 64 * kMiB && e.size / 200 > e.compressedSize)

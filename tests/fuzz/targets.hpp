@@ -8,13 +8,19 @@
 #define PURPLE_IMPLEMENTATION
 #include <purple/purple.hpp>
 
+#include "builtins/formats/format_error.hpp"
+#include "builtins/formats/mapped_file.hpp"
+#include "builtins/formats/python_values.hpp"
+#include "builtins/formats/unpickler.hpp"
 #include "interp/core/error.hpp"
 #include "interp/core/interp.hpp"
 #include "interp/language/reader.hpp"
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
+#include <unistd.h>
 
 namespace purple::fuzz {
 
@@ -66,5 +72,73 @@ inline void evalSandboxed(embed::Interpreter& interp, std::string_view code) {
   } catch (const embed::Error&) {
   }
 }
+
+// ---- the file formats (issue 29) ----------------------------------------------------------
+// Each input must end in data or a FormatError / purple file-error: never a crash, a sanitizer
+// report, a hang or an unbounded allocation.
+
+// The pickle reader and the conversion to Purple values, in safe mode and with :safe #f; a
+// persistent id resolves to a small float storage, so the tensor rebuilders run too.
+inline void unpickleAll(std::string_view bytes) {
+  InterpScope scope(readerInterp());
+  for (bool safe : {true, false}) {
+    formats::UnpickleOptions o;
+    o.safe = safe;
+    o.persistentLoad = [](const formats::PyRef&) {
+      static const float zeros[16] = {};
+      auto s = formats::PyObject::make(formats::PyType::Storage);
+      s->storage = formats::copiedStorage(zeros, sizeof zeros);
+      s->dtype = at::kFloat;
+      return s;
+    };
+    try {
+      formats::PyRef root = formats::unpickle(bytes, o);
+      (void)formats::toPurple(root);
+    } catch (const formats::FormatError&) {
+    } catch (const c10::Error&) {
+    } catch (const PurpleException&) {
+    }
+  }
+}
+
+// The readers that take a path (zip archives, safetensors, .npy): the input is written to a
+// file of this process's own in /dev/shm (or /tmp), then every loader of the kind reads it
+// through the builtins, as a script would.
+inline embed::Interpreter& fileInterp() {
+  static embed::Interpreter* interp = [] {
+    embed::Options o;
+    o.onOutput = [](std::string_view) {};
+    o.onError = [](std::string_view) {};
+    return new embed::Interpreter(o);
+  }();
+  return *interp;
+}
+
+inline std::string inputPath(const char* kind) {
+  const char* dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+  return std::string(dir) + "/purple-fuzz-" + std::to_string(getpid()) + "-" + kind;
+}
+
+inline void loadFile(const char* kind, std::string_view bytes, const std::vector<std::string>& loaders) {
+  std::string path = inputPath(kind);
+  if (FILE* f = std::fopen(path.c_str(), "wb")) {
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  } else {
+    return;
+  }
+  embed::Interpreter& interp = fileInterp();
+  for (auto& loader : loaders) {
+    try {
+      (void)interp.eval("(" + loader + " \"" + path + "\")", "<fuzz>").repr();
+    } catch (const embed::Error&) {
+    }
+  }
+  std::remove(path.c_str());
+}
+
+inline void loadZip(std::string_view bytes) { loadFile("zip", bytes, {"torch-load", "(lambda (p) (torch-load p :safe #f))", "load-npz"}); }
+inline void loadSafetensors(std::string_view bytes) { loadFile("safetensors", bytes, {"load-safetensors", "safetensors-metadata"}); }
+inline void loadNpy(std::string_view bytes) { loadFile("npy", bytes, {"load-npy"}); }
 
 }  // namespace purple::fuzz
