@@ -35,7 +35,10 @@ else:
             diff = (g.double() - w.double()).abs().max().item() if g.numel() else 0.0
             assert diff <= 1e-6, (n, diff)
             worst = max(worst, diff)
-        # The traced module's parameters are attributes of the saved module, not constants.
-        if n in ("mlp", "cnn", "lstm-tagger", "transformer"):
-            assert len(list(m.parameters())) > 0, n
+        # The traced module's parameters and buffers are attributes of the saved module (not
+        # constants in its code), under the names Purple's state-dict gives them.
+        names = list(torch.load(P(n + "-names.pt")))
+        assert list(m.state_dict().keys()) == names, (n, list(m.state_dict().keys()), names)
+        if n in ("mlp", "cnn", "lstm-tagger", "transformer", "multi-io"):
+            assert len(names) > 0, n
     print("torch.jit.load runs the %d models Purple saved, max |difference| %.3g: ok" % (len(NAMES), worst))
