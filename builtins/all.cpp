@@ -21,7 +21,7 @@ void registerAllBuiltins(Interp& in) {
       {"nn", registerLosses}, {"nn", registerOptim}, {"nn", registerSchedulers}, {"nn", registerCyclicSchedulers},
       {"nn", registerOptimizers}, {"nn", registerOptimizerState}, {"nn", registerAmp},
       {"nn", registerAveragedModels}, {"nn", registerSerialize},
-      {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript},
+      {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript}, {"formats", registerJit},
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataIO}, {"metrics", registerMetrics},
       {"display", registerImages}, {"display", registerHtml},
 #ifdef PURPLE_HAVE_PLOT

@@ -51,6 +51,7 @@ void registerSerialize(Registry& r);      // state dicts and data in torch.save'
 void registerSafetensors(Registry& r);    // .safetensors
 void registerNumpy(Registry& r);          // .npy, .npz
 void registerTorchScript(Registry& r);    // torch.jit.save modules
+void registerJit(Registry& r);            // jit-trace, jit-compile, save-torchscript, export-onnx
 
 // data, metrics (builtins/data/; prelude/35-data, 40-training)
 void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?

@@ -11,6 +11,7 @@
 #include "builtins/formats/format_error.hpp"
 #include "builtins/formats/mapped_file.hpp"
 #include "builtins/formats/python_values.hpp"
+#include "builtins/formats/torchscript.hpp"
 #include "builtins/formats/zip.hpp"
 #include "builtins/nn/value.hpp"
 #include "interp/language/numbers.hpp"
@@ -25,11 +26,9 @@ namespace formats {
 [[noreturn]] void rethrowFileError(const std::string& who, const std::string& path);   // serialize.cpp
 }
 
-namespace {
+namespace formats {
 
-using namespace formats;
-
-c10::IValue toIValue(Value v, const std::string& who, int depth = 0) {
+c10::IValue toIValue(Value v, const std::string& who, int depth) {
   if (depth > 1000) throwError("value-error", who + ": argument nested too deeply");
   if (isTensor(v)) return tensorArg(v, who, 1);
   if (v.isFixnum()) return int64_t(v.fixnum());
@@ -83,7 +82,7 @@ c10::IValue toIValue(Value v, const std::string& who, int depth = 0) {
   throwError("type-error", who + ": cannot pass " + toWriteString(v) + " to a TorchScript module");
 }
 
-Value fromIValue(const c10::IValue& iv, int depth = 0) {
+Value fromIValue(const c10::IValue& iv, int depth) {
   if (depth > 1000) throwError("value-error", "forward: result nested too deeply");
   if (iv.isTensor()) return wrapTensor(iv.toTensor());
   if (iv.isNone()) return Value::unspecified();
@@ -116,6 +115,12 @@ Value fromIValue(const c10::IValue& iv, int depth = 0) {
   throwError("type-error", std::string("forward: the TorchScript module returned a ") + iv.tagKind() + ", which Purple cannot represent");
 }
 
+}  // namespace formats
+
+namespace {
+
+using namespace formats;
+
 std::string shortTypeName(const torch::jit::Module& m) {
   std::string n = m.type()->name() ? m.type()->name()->name() : "ScriptModule";
   return n;
@@ -137,15 +142,31 @@ struct ScriptModule : torch::nn::Module, ModuleForward {
     torch::nn::Module::train(on);
   }
   Value forward(Interp&, const Value* argv, int argc) override {
-    auto method = script.find_method("forward");
-    if (!method) throwError("type-error", name + ": this TorchScript module has no forward method");
-    std::vector<c10::IValue> args;
-    for (int i = 0; i < argc; i++) args.push_back(toIValue(argv[i], name));
-    return fromIValue((*method)(std::move(args)));
+    if (!script.find_method("forward")) throwError("type-error", name + ": this TorchScript module has no forward method");
+    return callScriptMethod(script, "forward", argv, argc, name);
   }
 };
 
 }  // namespace
+
+namespace formats {
+
+Value wrapScriptModule(torch::jit::Module m) { return wrapModule(std::make_shared<ScriptModule>(std::move(m))); }
+
+torch::jit::Module* scriptModuleOf(torch::nn::Module& m) {
+  auto* s = dynamic_cast<ScriptModule*>(&m);
+  return s ? &s->script : nullptr;
+}
+
+Value callScriptMethod(torch::jit::Module& m, const std::string& method, const Value* argv, int argc, const std::string& who) {
+  auto fn = m.find_method(method);
+  if (!fn) throwError("value-error", who + ": this TorchScript module has no method " + method);
+  std::vector<c10::IValue> args;
+  for (int i = 0; i < argc; i++) args.push_back(toIValue(argv[i], who));
+  return fromIValue((*fn)(std::move(args)));
+}
+
+}  // namespace formats
 
 void registerTorchScript(Registry& r) {
   r.def("load-torchscript", "(path :key map-location)",

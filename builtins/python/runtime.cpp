@@ -1,6 +1,7 @@
 // The bridge's runtime: starting CPython when the process has none, the per-interpreter state and
 // lock, and the crossings between the two interpreters (bridge.hpp explains the lock order).
 #include "builtins/python/bridge.hpp"
+#include <torch/csrc/jit/frontend/tracer.h>
 #include "interp/core/gc.hpp"
 #include "interp/core/port.hpp"
 #include "purple_python_config.hpp"
@@ -252,6 +253,12 @@ void destroyBridgeState(Interp* in) {
 // ---- crossings ---------------------------------------------------------------------------------
 
 InPython::InPython(Interp& in) : st_(&requireBridgeState(in)) {
+  // LibTorch's tracer (jit-trace) records the operations Purple runs on this thread; Python's
+  // would be recorded with no way to replay the Python code around them.
+  if (torch::jit::tracer::isTracing())
+    throwError("value-error",
+               "jit-trace: cannot trace a call into Python (the tracer records only what Purple runs); trace the "
+               "Python part with torch.jit.trace, or keep it out of the traced procedure");
   // Purple's buffered output first, so the two interpreters' output keeps its order.
   portFlush(in.currentOutputPort());
   token_ = st_->lock.releaseForPython();

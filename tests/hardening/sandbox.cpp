@@ -178,6 +178,8 @@ std::map<std::string, std::string> attackCalls() {
       {"save-state-dict", "(save-state-dict (list (cons \"w\" (tensor-ones 2))) \"W/made\")"},
       {"load-state-dict", "(load-state-dict \"W/victim\")"},
       {"load-torchscript", "(load-torchscript \"W/victim\")"},
+      {"save-torchscript", "(save-torchscript (jit-compile \"def forward(x: Tensor) -> Tensor:\\n    return x\\n\") \"W/made\")"},
+      {"export-onnx", "(export-onnx (sequential (relu)) (list (tensor-ones 1 2)) \"W/made\")"},
       {"save-optimizer-state", "(save-optimizer-state (sgd (list (tensor-ones 2 :requires-grad #t)) :lr 0.1) \"W/made\")"},
       {"load-optimizer-state!", "(load-optimizer-state! (sgd (list (tensor-ones 2 :requires-grad #t)) :lr 0.1) \"W/victim\")"},
       {"save-png", "(save-png (tensor-zeros 4 4) \"W/made\")"},
@@ -249,7 +251,7 @@ const std::set<std::string> kRefused = {
     "set-rng-state!", "manual-seed", "tensor-set-print-options!", "set-detect-anomaly!", "call-with-detect-anomaly",
     "summary-writer", "load-npy", "save-npy", "load-npz", "save-npz", "load-safetensors", "safetensors-metadata",
     "save-safetensors", "torch-save", "torch-load", "save-state-dict", "load-state-dict", "load-torchscript",
-    "save-optimizer-state", "load-optimizer-state!", "save-png",
+    "save-torchscript", "export-onnx", "save-optimizer-state", "load-optimizer-state!", "save-png",
     // optional families: checked only when built in
     "dist-init", "dist-new-group", "dist-destroy", "dist-local-rank", "dist-local-world-size",
     "distributed-data-parallel", "dist-all-reduce!", "dist-all-reduce", "dist-broadcast!", "dist-broadcast",
