@@ -21,6 +21,8 @@ packages=(
   strace
   # the Python bridge and the Python packages its tests drive
   libpython3-dev python3-torchvision python3-sklearn python3-matplotlib
+  # onnx.checker for export-onnx (tests python/onnx)
+  python3-onnx
 )
 # What differs between Debian releases, by /etc/os-release's VERSION_CODENAME: Debian 12
 # (bookworm: LibTorch 1.13, Python 3.11, xeus 2.4) and Debian 13 (trixie: LibTorch 2.6, Python

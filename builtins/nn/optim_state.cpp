@@ -282,10 +282,10 @@ const OptimizerLayout* findLayout(const std::string& kind) {
   return it == layouts().end() ? nullptr : &it->second;
 }
 
-const OptimizerLayout& layoutOf(const OptimizerObj* o, const std::string& who) {
+const OptimizerLayout& layoutOf(const OptimizerObj* o, const char* who) {
   const OptimizerLayout* layout = findLayout(o->optKind);
   if (layout) return *layout;
-  throwError("value-error", who + ": optimizer kind " + o->optKind + " has no state-dict layout (optim_state.hpp)");
+  throwError("value-error", std::string(who) + ": optimizer kind " + o->optKind + " has no state-dict layout (optim_state.hpp)");
 }
 
 Value str(const char* s) { return makeString(s); }
@@ -380,7 +380,7 @@ Value optimizerStateDict(Interp& in, OptimizerObj* o) {
 }
 
 void loadOptimizerStateDict(Interp& in, OptimizerObj* o, Value sd, const std::string& who) {
-  const OptimizerLayout& layout = layoutOf(o, who);
+  const OptimizerLayout& layout = layoutOf(o, who.c_str());
   Optimizer& opt = *o->opt;
   Value stateV = dictRef(in, sd, str("state")), groupsV = dictRef(in, sd, str("param_groups"));
   if (stateV.isMissing() || groupsV.isMissing())

@@ -362,13 +362,13 @@ void registerRecurrent(Registry& r) {
         "How many sequences of SEQUENCE are still running at each time step (an int64 tensor on the CPU).");
   r.def("packed-sequence-sorted-indices", "(sequence)",
         [](Value s) -> Value {
-          const at::Tensor& t = packedArg(s, "packed-sequence-sorted-indices", 1).sorted_indices();
+          at::Tensor t = packedArg(s, "packed-sequence-sorted-indices", 1).sorted_indices();
           return t.defined() ? wrapTensor(t) : Value::f();
         },
         "The batch order SEQUENCE was sorted into when packed (#f when it was packed already sorted).");
   r.def("packed-sequence-unsorted-indices", "(sequence)",
         [](Value s) -> Value {
-          const at::Tensor& t = packedArg(s, "packed-sequence-unsorted-indices", 1).unsorted_indices();
+          at::Tensor t = packedArg(s, "packed-sequence-unsorted-indices", 1).unsorted_indices();
           return t.defined() ? wrapTensor(t) : Value::f();
         },
         "The permutation that restores SEQUENCE's original batch order (#f when it was packed already sorted).");

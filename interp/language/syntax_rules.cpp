@@ -7,6 +7,7 @@
 #include "interp/language/printer.hpp"
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace purple {
