@@ -2,15 +2,7 @@
 # Command-line behaviour of `purple`: exit codes, error reports with positions, deep recursion,
 # long tail-recursive loops in constant memory, malformed input, the non-interactive REPL.
 set -u
-purple=$1
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-check() {   # check NAME CONDITION-RESULT DETAIL
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1: $3"; fi
-}
+source "$(dirname "$0")/lib.sh"   # purple, tmp, check, finish
 
 out=$("$purple" -e '(+ 1 2)'); check "-e prints the value" "$([ "$out" = 3 ]; echo $?)" "got '$out'"
 out=$("$purple" --version); check "--version" "$(echo "$out" | grep -q "Purple .*LibTorch .*CUDA"; echo $?)" "got '$out'"
@@ -123,5 +115,4 @@ trace_has "fit with a misspelt keyword: the user's call" "$tmp/err" "fit.purple:
 trace_lacks "fit with a misspelt keyword: no raiser frames" "$tmp/err" "in \(error\|raise\|memq\|assq\) "
 prelude_marked "fit with a misspelt keyword" "$tmp/err"
 
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+finish

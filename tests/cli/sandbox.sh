@@ -2,15 +2,7 @@
 # `purple --sandbox` and the budget options: untrusted scripts from the command line, under the
 # rules of Limits::sandbox() (docs/sandbox.md).
 set -u
-purple=$1
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-check() {   # check NAME CONDITION-RESULT DETAIL
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1: $3"; fi
-}
+source "$(dirname "$0")/lib.sh"   # purple, tmp, check, finish
 run() {   # run FILE-CONTENTS ARGS... : status in $status, stdout in $out, stderr in $err
   printf '%s\n' "$1" > "$tmp/s.purple"
   shift
@@ -79,5 +71,4 @@ done
 "$purple" --sandbox "$tmp/missing.purple" > /dev/null 2> "$tmp/err"; status=$?
 check "a missing script" "$([ $status = 1 ] && grep -q "cannot read" "$tmp/err"; echo $?)" "status $status, $(cat "$tmp/err")"
 
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+finish

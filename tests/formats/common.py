@@ -1,4 +1,6 @@
 """The python side's half of the canonical printout (common.purple prints the same for Purple)."""
+import os
+
 import torch
 
 
@@ -49,3 +51,17 @@ def data(k, *shape):
     for s in shape:
         n *= s
     return (torch.cos(torch.arange(n, dtype=torch.float64) * 0.53 + k) * 1.5).float().reshape(shape)
+
+
+class HostileFiles:
+    """The hostile files a test generates into folder D: each is written with the loader that must
+    refuse it and a word the refusal's message must hold (hostile.py, strict.py)."""
+
+    def __init__(self, d):
+        self.d = d
+        self.cases = []   # (file name, loader, word)
+
+    def write(self, name, data, loader="torch-load", word="-"):
+        with open(os.path.join(self.d, name), "wb") as f:
+            f.write(data)
+        self.cases.append((name, loader, word))

@@ -13,17 +13,12 @@ import zipfile
 import numpy as np
 import torch
 import torch.nn as nn
-from common import emit
+from common import HostileFiles, emit
 
 mode, d = sys.argv[1], sys.argv[2]
 P = lambda f: os.path.join(d, f)
-cases = []   # (file name, loader, a word the message must contain)
-
-
-def write(name, data, loader="torch-load", word="-"):
-    with open(P(name), "wb") as f:
-        f.write(data)
-    cases.append((name, loader, word))
+hostile = HostileFiles(d)
+write, cases = hostile.write, hostile.cases   # cases: (file name, loader, a word the message must contain)
 
 
 def torch_bytes(obj):

@@ -6,6 +6,7 @@
 // its budget, and the work each interpreter does next (moderately big numbers, a few
 // milliseconds) must not wait for the abandoned workers: once every worker slot was held by
 // abandoned work, it waited for a slot past its own budget.
+#include "checks.hpp"
 #include <purple/purple.hpp>
 
 #include <atomic>
@@ -17,15 +18,10 @@
 
 namespace {
 
+using hardening::check;
+using hardening::failures;
+
 using Clock = std::chrono::steady_clock;
-std::atomic<int> failures{0};
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s: %s\n", ok ? "ok" : "FAIL", what.c_str());
-  std::fflush(stdout);
-  if (!ok) failures++;
-}
-
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }

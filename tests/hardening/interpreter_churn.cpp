@@ -7,6 +7,7 @@
 // Measured: malloc'd bytes in use (mallinfo2) and the collector's heap, after a full collection,
 // between interpreter 20 and interpreter 20 + N; then the same with 4 threads making
 // interpreters at once (the shared metadata is made under a lock, and must come out the same).
+#include "checks.hpp"
 #include <purple/purple.hpp>
 
 #include <malloc.h>
@@ -19,13 +20,8 @@
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s: %s\n", ok ? "ok" : "FAIL", what.c_str());
-  std::fflush(stdout);
-  if (!ok) failures++;
-}
+using hardening::check;
+using hardening::failures;
 
 // One short life: builtins with keywords and defaults, a closure, a tensor, a caught error, host
 // functions, a sandboxed interpreter (whose refused builtins are wrapped).

@@ -7,6 +7,7 @@
 // a 192 KB thread has under 80 KB free, and glibc refuses threads too small to hold the TLS at
 // all (EINVAL): those sizes are reported and skipped. Sizes go up, because glibc reuses the stack
 // of an ended thread for any later one that fits in it.
+#include "checks.hpp"
 #include <purple/purple.hpp>
 
 #include <pthread.h>
@@ -17,13 +18,8 @@
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s: %s\n", ok ? "ok" : "FAIL", what.c_str());
-  std::fflush(stdout);
-  if (!ok) failures++;
-}
+using hardening::check;
+using hardening::failures;
 
 constexpr std::size_t kNeededFree = 64 * 1024;
 
@@ -97,6 +93,6 @@ void runOn(std::size_t kb) {
 
 int main() {
   for (std::size_t kb : {64, 96, 128, 144, 160, 176, 192, 256, 320, 1024}) runOn(kb);
-  std::printf("%d failed\n", failures);
+  std::printf("%d failed\n", failures.load());
   return failures == 0 ? 0 : 1;
 }

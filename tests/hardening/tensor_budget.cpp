@@ -4,6 +4,7 @@
 // - the budget is per interpreter: a capped interpreter makes small tensors while another
 //   interpreter holds more than the cap, and two capped interpreters each have the whole cap;
 // - what an interpreter holds is counted against it until collected, whichever thread frees it.
+#include "checks.hpp"
 #include <purple/purple.hpp>
 
 #include <cstdio>
@@ -14,12 +15,8 @@
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s: %s\n", ok ? "ok" : "FAIL", what.c_str());
-  if (!ok) failures++;
-}
+using hardening::check;
+using hardening::failures;
 
 // The process's peak resident set, in bytes, from /proc/self/status (VmHWM).
 int64_t peakRss() {
@@ -135,6 +132,6 @@ int main() {
     check(ok[0] == 20 && ok[1] == 20, "two capped interpreters on two threads each stay within their own cap (" +
                                           std::to_string(ok[0]) + ", " + std::to_string(ok[1]) + " of 20)");
   }
-  std::printf("%d failed\n", failures);
+  std::printf("%d failed\n", failures.load());
   return failures ? 1 : 0;
 }
