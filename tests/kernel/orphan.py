@@ -26,13 +26,19 @@ from jupyter_client import KernelManager
 km = KernelManager(kernel_name="purple")
 km.start_kernel()
 kc = km.client(); kc.start_channels(); kc.wait_for_ready(timeout=120)
-print(km.provisioner.pid if getattr(km, "provisioner", None) else km.kernel.pid, flush=True)
+print("KERNEL-PID", km.provisioner.pid if getattr(km, "provisioner", None) else km.kernel.pid, flush=True)
 time.sleep(600)
 '''
 proc = subprocess.Popen([sys.executable, "-c", client], env=env, stdout=subprocess.PIPE, text=True)
-line = proc.stdout.readline().strip()
-check("the client started a kernel", line.isdigit(), repr(line))
-kernel_pid = int(line) if line.isdigit() else 0
+# The kernel shares the client's stdout, and xeus 5 (Debian 13) greets on it: the pid is the
+# line that says so.
+line = ""
+for line in proc.stdout:
+    if line.startswith("KERNEL-PID "):
+        break
+pid_text = line.split()[-1] if line.startswith("KERNEL-PID ") else ""
+check("the client started a kernel", pid_text.isdigit(), repr(line))
+kernel_pid = int(pid_text) if pid_text.isdigit() else 0
 
 
 def running(pid):
