@@ -122,10 +122,7 @@ void gcRunFinalizers() {
   if (GC_should_invoke_finalizers()) GC_invoke_finalizers();
 }
 
-void gcCollectNow() {
-  GC_gcollect();
-  gcRunFinalizers();
-}
+void gcCollectNow() { gcCollectAndFinalize(); }
 
 int gcCollectAndFinalize() {
   GC_gcollect();
@@ -166,10 +163,8 @@ void checkResultBytes(const char* who, size_t bytes) {
                                    " bytes is past the heap limit (" + std::to_string(limit) + " bytes)");
 }
 
-void checkAllocationBudget(const char* what, size_t bytes) {
-  // Small objects are never refused here: the budgets poll between them.
-  constexpr size_t kChecked = size_t(64) << 20;
-  if (bytes < kChecked) return;
+// Small objects are never refused (checkAllocationBudget): the budgets poll between them.
+void checkLargeAllocation(const char* what, size_t bytes) {
   size_t limit = gcHeapLimit();
   if (limit && bytes > limit)
     throwError("memory-error", std::string(what) + " of " + std::to_string(bytes) + " bytes is past the heap limit (" +

@@ -35,8 +35,13 @@ void checkResultBytes(const char* who, size_t bytes);
 // limit it is a memory-error, and so it is when the interpreter running on this thread has a
 // time budget too short to clear that much fresh memory (the collector clears it inside one
 // allocation call, where no budget is polled: `(make-vector 1000000000)` took 14 s and 7.8 GB
-// under a 3-second budget). WHAT names the kind of object.
-void checkAllocationBudget(const char* what, size_t bytes);
+// under a 3-second budget). WHAT names the kind of object. Every string and vector allocation
+// passes here, so the common small case is one comparison, inline.
+void checkLargeAllocation(const char* what, size_t bytes);
+constexpr size_t kLargeAllocationBytes = size_t(64) << 20;
+inline void checkAllocationBudget(const char* what, size_t bytes) {
+  if (bytes >= kLargeAllocationBytes) checkLargeAllocation(what, bytes);
+}
 
 // Memory that collectable objects own outside the collected heap (a port's buffers). The
 // collector cannot see it, so a loop that drops such objects would never start a collection;
