@@ -1,18 +1,24 @@
 # Writes a C++ file that holds every prelude file as a string, in load order (file name order).
 # NAME and COUNT (default kPreludeSources, kPreludeSourceCount) name the array and its length.
+# With BASE, each file is named by its path below BASE (the built-in libraries: purple/vision.sld),
+# else by its file name.
 if(NOT NAME)
   set(NAME kPreludeSources)
 endif()
 if(NOT COUNT)
   set(COUNT kPreludeSourceCount)
 endif()
-set(body "// generated from prelude/*.purple; do not edit\n#include <cstddef>\nnamespace purple {\nstruct PreludeSource { const char* name; const char* text; };\nextern const PreludeSource ${NAME}[];\nextern const std::size_t ${COUNT};\n")
+set(body "// generated from prelude/*.purple or lib/; do not edit\n#include <cstddef>\nnamespace purple {\nstruct PreludeSource { const char* name; const char* text; };\nextern const PreludeSource ${NAME}[];\nextern const std::size_t ${COUNT};\n")
 string(REPLACE "|" ";" FILES "${FILES}")
 set(entries "")
 set(i 0)
 foreach(f ${FILES})
   file(READ ${f} text)
-  get_filename_component(name ${f} NAME)
+  if(BASE)
+    file(RELATIVE_PATH name ${BASE} ${f})
+  else()
+    get_filename_component(name ${f} NAME)
+  endif()
   # split into chunks: compilers limit the length of one string literal
   string(LENGTH "${text}" len)
   set(chunks "")

@@ -265,17 +265,29 @@ void registerControl(Registry& r) {
         "The message and irritants of ERR as one string.");
 
   // ---- evaluation ----
-  r.def("eval", "(expr :optional env)", [](Interp& in, Value expr, Value) { return in.evalForm(expr); },
-        "Evaluates EXPR at top level. ENV is accepted for R7RS compatibility; every environment is the interpreter's global one.");
-  auto envFn = [](Interp& in, RestArgs) {
+  r.def("eval", "(expr :optional env)", [](Interp& in, Value expr, Value env) {
+    if (env.isMissing() || env.isFalse()) return in.evalForm(expr);
+    if (!env.is(Kind::Environment)) throwTypeError("eval", 2, "an environment", env);
+    return in.evalFormIn(env.as<Environment>()->space, expr);
+  }, "Evaluates EXPR at top level: in ENV when given (from environment), else in the global environment.");
+  auto globalEnv = [](Interp& in, RestArgs) {
     auto* e = allocObject<Environment>(Kind::Environment);
     e->interp = &in;
+    e->space = nullptr;
     return Value(e);
   };
-  r.def("interaction-environment", "(:rest ignored)", envFn, "The global environment, for eval.");
-  r.def("scheme-report-environment", "(:rest version)", envFn, "The global environment, for eval.");
-  r.def("null-environment", "(:rest version)", envFn, "The global environment, for eval.");
-  r.def("environment", "(:rest import-sets)", envFn, "The global environment, for eval.");
+  r.def("interaction-environment", "(:rest ignored)", globalEnv, "The global environment, for eval.");
+  r.def("scheme-report-environment", "(:rest version)", globalEnv, "The global environment, for eval.");
+  r.def("null-environment", "(:rest version)", globalEnv, "The global environment, for eval.");
+  r.def("environment", "(:rest import-sets)", [](Interp& in, RestArgs sets) {
+    Value list = sets.list;
+    auto* e = allocObject<Environment>(Kind::Environment);
+    e->interp = &in;
+    e->space = in.makeNamespace(list);
+    return Value(e);
+  }, "A fresh environment holding the bindings of the IMPORT-SETS (quoted, as in import), for eval: "
+     "(eval '(f 1) (environment '(mylib) '(scheme base))). The standard libraries are always visible in it; "
+     "definitions evaluated in it stay in it.");
   r.def("procedure?", "(obj)", [](Value v) { return isProcedure(v); }, "True if OBJ can be called.");
 
   // ---- parameters ----

@@ -136,7 +136,9 @@ struct Trace {
 
 // Runs F (a procedure, or the module PM when it is set) under the tracer, with SELF as the
 // traced module.
-Trace runTrace(Interp& in, Value f, const std::shared_ptr<torch::nn::Module>& pm, jit::Stack inputs, jit::Module& self) {
+// METHOD: a method of PM other than forward (define-module's method clauses) to run instead.
+Trace runTrace(Interp& in, Value f, const std::shared_ptr<torch::nn::Module>& pm, jit::Stack inputs, jit::Module& self,
+               const std::string& method = "") {
   if (tracer::isTracing()) throwError("value-error", "jit-trace: already tracing (jit-trace cannot be called inside a traced procedure)");
   Root proc(f);
   try {
@@ -145,7 +147,14 @@ Trace runTrace(Interp& in, Value f, const std::shared_ptr<torch::nn::Module>& pm
         [&](jit::Stack args) -> jit::Stack {
           std::vector<Value, traceable_allocator<Value>> vs;
           for (auto& a : args) vs.push_back(fromIValue(a));
-          Value r = pm ? callModule(in, pm, vs.data(), int(vs.size())) : in.apply(proc.get(), vs.data(), int(vs.size()));
+          Value r;
+          if (!method.empty()) {
+            auto* mf = dynamic_cast<ModuleForward*>(pm.get());
+            if (!mf || !mf->callMethod(in, method, vs.data(), int(vs.size()), r))
+              throwError("value-error", "jit-trace: " + moduleTypeName(*pm) + " has no method " + method);
+          } else {
+            r = pm ? callModule(in, pm, vs.data(), int(vs.size())) : in.apply(proc.get(), vs.data(), int(vs.size()));
+          }
           jit::Stack out;
           out.push_back(traceOutput(r));
           return out;
@@ -228,7 +237,7 @@ void checkTrace(Interp& in, Value f, const std::shared_ptr<torch::nn::Module>& p
   }
 }
 
-Value traceToModule(Interp& in, Value f, Value inputs, Value checkInputs) {
+Value traceToModule(Interp& in, Value f, Value inputs, Value checkInputs, Value methods) {
   std::shared_ptr<torch::nn::Module> pm;
   if (isModule(f)) pm = moduleArg(f, "jit-trace", 1);
   else if (!isProcedure(f)) throwTypeError("jit-trace", 1, "a module or a procedure", f);
@@ -237,11 +246,32 @@ Value traceToModule(Interp& in, Value f, Value inputs, Value checkInputs) {
                         : emptyModule(f.is(Kind::Closure) && f.as<Closure>()->name.is(Kind::Symbol)
                                           ? std::string(symbolName(f.as<Closure>()->name))
                                           : "Traced");
-  Trace t = runTrace(in, f, pm, traceInputs(inputs, "example input"), self);
-  std::string reference = canonicalText(t.graph);
-  auto* fn = self._ivalue()->compilation_unit()->create_function(c10::QualifiedName(*self.type()->name(), "forward"), t.graph);
-  self.type()->addMethod(fn);
-  checkTrace(in, f, pm, self, reference, checkInputs);
+  bool hasMethods = !methods.isMissing() && !methods.isFalse() && !methods.isNil();
+  if (hasMethods && !pm) throwError("type-error", "jit-trace: :methods needs a module, got a procedure");
+  if (!inputs.isNil() || !hasMethods) {
+    Trace t = runTrace(in, f, pm, traceInputs(inputs, "example input"), self);
+    std::string reference = canonicalText(t.graph);
+    auto* fn = self._ivalue()->compilation_unit()->create_function(c10::QualifiedName(*self.type()->name(), "forward"), t.graph);
+    self.type()->addMethod(fn);
+    checkTrace(in, f, pm, self, reference, checkInputs);
+  }
+  // each (name input ...) of :methods: that method traced on its inputs, as torch.jit.trace_module does
+  if (hasMethods) {
+    if (!isList(methods)) throwError("type-error", "jit-trace: :methods must be a list of (method input ...), got " + toWriteString(methods));
+    for (Value p = methods; isPair(p); p = cdr(p)) {
+      Value entry = car(p);
+      if (!isPair(entry) || !(car(entry).is(Kind::Symbol) || isString(car(entry))) || !isList(cdr(entry)))
+        throwError("type-error", "jit-trace: each :methods entry must be (method input ...), got " + toWriteString(entry));
+      std::string name = car(entry).is(Kind::Symbol) ? std::string(symbolName(car(entry))) : std::string(stringView(car(entry)));
+      if (name == "forward") throwError("value-error", "jit-trace: forward is traced on the example inputs, not through :methods");
+      Trace t = runTrace(in, f, pm, traceInputs(cdr(entry), name + " input"), self, name);
+      std::string tsName = name;
+      for (char& c : tsName)
+        if (c == '-') c = '_';   // a TorchScript (Python) name
+      auto* fn = self._ivalue()->compilation_unit()->create_function(c10::QualifiedName(*self.type()->name(), tsName), t.graph);
+      self.type()->addMethod(fn);
+    }
+  }
   return wrapScriptModule(self);
 }
 
@@ -323,9 +353,9 @@ std::string scriptBytes(jit::Module& m) {
 }  // namespace
 
 void registerJit(Registry& r) {
-  r.def("jit-trace", "(f . example-inputs :key check-inputs)",
-        [](Interp& in, Value f, RestArgs inputs, Value checkInputs) -> Value {
-          return traceToModule(in, f, inputs.list, checkInputs);
+  r.def("jit-trace", "(f . example-inputs :key check-inputs methods)",
+        [](Interp& in, Value f, RestArgs inputs, Value checkInputs, Value methods) -> Value {
+          return traceToModule(in, f, inputs.list, checkInputs, methods);
         },
         "Traces F, a module or a procedure, on EXAMPLE-INPUTS (tensors, or lists or vectors of tensors) with "
         "LibTorch's tracer, as torch.jit.trace does: the LibTorch operations one call runs are recorded into a "
@@ -335,7 +365,10 @@ void registerJit(Registry& r) {
         "them with F); tensors a procedure captures become constants. F must return a tensor, or a list or vector of "
         "tensors. What the call decided from data (if on a tensor's value, loops over a size, numbers read with "
         "tensor-item or tensor-size) is frozen: :check-inputs (a list of argument lists) traces again on each and "
-        "raises an error when the graph or the outputs differ. Use jit-compile for control flow.");
+        "raises an error when the graph or the outputs differ. :methods traces a define-module's other methods too, "
+        "as torch.jit.trace_module does: (jit-trace vae x :methods (list (list 'encode x) (list 'decode z))) gives a "
+        "module whose encode and decode (module-call, or Python's m.encode) run the traces; with :methods, the "
+        "example inputs may be left out to trace only the methods. Use jit-compile for control flow.");
 
   r.def("save-torchscript", "(module path)",
         [](ModuleRef m, std::string path) {
@@ -380,7 +413,7 @@ void registerJit(Registry& r) {
           if (isTensor(inputs) || inputs.is(Kind::Vector)) inputs = cons(inputs, Value::nil());
           if (!isList(inputs)) throwTypeError("export-onnx", 2, "a list of example inputs", inputs);
           // The module as TorchScript: traced here unless it already is.
-          Value traced = traceToModule(in, mv, inputs, Value::missing());
+          Value traced = traceToModule(in, mv, inputs, Value::missing(), Value::missing());
           std::string bytes = scriptBytes(*scriptModuleOf(*moduleArg(traced, "export-onnx", 1)));
           Value script = makeBytevector(bytes.size());
           if (!bytes.empty()) std::memcpy(script.as<Bytevector>()->bytes, bytes.data(), bytes.size());

@@ -145,6 +145,17 @@ struct ScriptModule : torch::nn::Module, ModuleForward {
     if (!script.find_method("forward")) throwError("type-error", name + ": this TorchScript module has no forward method");
     return callScriptMethod(script, "forward", argv, argc, name);
   }
+  std::vector<std::string> methodNames() const override {
+    std::vector<std::string> names;
+    for (const auto& m : script.get_methods())
+      if (m.name() != "forward") names.push_back(m.name());
+    return names;
+  }
+  bool callMethod(Interp&, const std::string& method, const Value* argv, int argc, Value& result) override {
+    if (method == "forward" || !script.find_method(method)) return false;
+    result = callScriptMethod(script, method, argv, argc, name);
+    return true;
+  }
 };
 
 }  // namespace

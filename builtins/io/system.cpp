@@ -40,6 +40,15 @@ int exitCode(Value v) {
   return 0;
 }
 
+// (name a b :key (c 1) . rest), from the parameter list as written
+std::string closureSignature(std::string_view name, Value params) {
+  std::string text = "(" + std::string(name);
+  if (isSymbol(params)) return text + " . " + std::string(symbolName(params)) + ")";
+  if (!isPair(params)) return text + ")";
+  std::string inner = toWriteString(params);   // "(a b . rest)"
+  return text + " " + inner.substr(1);
+}
+
 std::string helpText(Interp& in, Value name) {
   Value sym = isString(name) ? intern(stringView(name)) : name;
   if (!isSymbol(sym)) return "help: give a name, as in (help 'tensor-matmul)";
@@ -58,7 +67,7 @@ std::string helpText(Interp& in, Value name) {
     out = "(" + info->name + (sig.empty() ? "" : " " + sig) + ")\n  " + info->doc;
   } else if (v.is(Kind::Closure)) {
     LambdaNode* l = v.as<Closure>()->code;
-    out = "(" + std::string(symbolName(sym)) + " ...)  [procedure]\n  ";
+    out = closureSignature(symbolName(sym), l->params) + "  [procedure]\n  ";
     Value doc = isString(l->doc) ? l->doc : cell->doc;
     out += isString(doc) ? std::string(stringView(doc)) : std::string("(no documentation)");
   } else if (v.is(Kind::Macro)) {
@@ -219,9 +228,9 @@ void registerSystem(Registry& r) {
         "The documentation of NAME as a string.");
   r.def("apropos", "(text)", [](Interp& in, std::string text) {
     std::vector<std::string> names;
-    in.forEachGlobal([&](GlobalCell* c) {
+    in.forEachGlobal([&](Value key, GlobalCell* c) {
       if (c->value.isUnbound()) return;
-      std::string_view n = symbolName(c->name);
+      std::string_view n = symbolName(key);
       if (n.find(text) != std::string_view::npos) names.emplace_back(n);
     });
     std::sort(names.begin(), names.end());
@@ -231,8 +240,8 @@ void registerSystem(Registry& r) {
   }, "The sorted list of bound names containing TEXT.");
   r.def("%global-names", "()", [](Interp& in) {
     Value l = Value::nil();
-    in.forEachGlobal([&](GlobalCell* c) {
-      if (!c->value.isUnbound()) l = cons(c->name, l);
+    in.forEachGlobal([&](Value key, GlobalCell* c) {
+      if (!c->value.isUnbound()) l = cons(key, l);
     });
     return l;
   }, "Internal: every bound global name (for completion and the reference generator).");

@@ -34,7 +34,22 @@ struct PurpleModule : Module, ModuleForward {
   std::string tname;
   std::string detail;     // shown in the summary: Lambda(tensor-relu)
   Root forwardProc;       // unset: a container without forward
+  std::vector<std::pair<std::string, Root>> methods;   // define-module's method clauses, in order
   std::string typeName() const override { return tname; }
+  std::vector<std::string> methodNames() const override {
+    std::vector<std::string> names;
+    for (const auto& m : methods) names.push_back(m.first);
+    return names;
+  }
+  bool callMethod(Interp& in, const std::string& name, const Value* argv, int argc, Value& result) override {
+    for (const auto& m : methods)
+      if (m.first == name) {
+        RunningGuard g(this);
+        result = in.apply(m.second.get(), argv, argc);
+        return true;
+      }
+    return false;
+  }
   void pretty_print(std::ostream& s) const override { s << tname << detail; }
   Value forward(Interp& in, const Value* argv, int argc) override {
     if (!forwardProc) throwError("type-error", tname + ": this module has no forward procedure");
@@ -99,8 +114,8 @@ std::shared_ptr<Module> procedureModule(Value proc) {
 }
 
 void registerNnDefine(Registry& r) {
-  r.def("make-module", "(:key (name \"Module\") submodules parameters buffers forward)",
-        [](std::string name, Value subs, Value params, Value bufs, Value forward) -> Value {
+  r.def("make-module", "(:key (name \"Module\") submodules parameters buffers forward methods)",
+        [](std::string name, Value subs, Value params, Value bufs, Value forward, Value methods) -> Value {
           const char* who = "make-module";
           auto m = std::make_shared<PurpleModule>(name);
           forEachEntry(params, who, "parameters", [&](const std::string& n, Value t) {
@@ -117,10 +132,18 @@ void registerNnDefine(Registry& r) {
             if (!isProcedure(forward)) throwTypeError(who, 5, "a procedure", forward);
             m->forwardProc = Root(forward);
           }
+          forEachEntry(methods, who, "methods", [&](const std::string& n, Value proc) {
+            if (!isProcedure(proc)) throwError("type-error", std::string(who) + ": method \"" + n + "\" must be a procedure, got " + toWriteString(proc));
+            if (n == "forward") throwError("value-error", std::string(who) + ": forward is given by :forward, not as a method");
+            for (const auto& e : m->methods)
+              if (e.first == n) throwError("value-error", std::string(who) + ": two methods named " + n);
+            m->methods.emplace_back(n, Root(proc));
+          });
           return wrapModule(m);
         },
         "Makes a module from Purple parts: (make-module :name \"MLP\" :submodules (list (cons \"l1\" l1) ...) "
-        ":parameters (list (cons \"scale\" t) ...) :buffers (list ...) :forward (lambda (x) ...)). Parameters (leaf "
+        ":parameters (list (cons \"scale\" t) ...) :buffers (list ...) :forward (lambda (x) ...) :methods (list (cons "
+        "\"encode\" proc) ...)). Parameters (leaf "
         "tensors; they are made to require gradients), buffers and submodules are registered under their names, so "
         "parameters, state-dict, module-to and optimizers see them; a submodule may also be a procedure or a list of "
         "modules (registered as a ModuleList). The tensors given are the module's own: the forward procedure can use "
@@ -139,8 +162,38 @@ void registerNnDefine(Registry& r) {
           if (tRunning.empty()) return Value::f();
           return wrapModule(tRunning.back()->shared_from_this());
         },
-        "The module whose Purple forward is running (innermost), or #f: lets a define-module forward ask "
+        "The module whose Purple forward or method is running (innermost), or #f: lets a define-module forward ask "
         "(module-training? (current-module)).");
+
+  r.def("module-call", "(module method . args)",
+        [](Interp& in, ModuleRef m, Value method, RestArgs args) -> Value {
+          std::string name = keyName(method, "module-call");
+          std::vector<Value, traceable_allocator<Value>> argv;
+          for (Value p = args.list; isPair(p); p = cdr(p)) argv.push_back(car(p));
+          if (name == "forward") return callModule(in, m.ptr, argv.data(), int(argv.size()));
+          auto* f = dynamic_cast<ModuleForward*>(m.ptr.get());
+          Value result;
+          if (f && f->callMethod(in, name, argv.data(), int(argv.size()), result)) return result;
+          std::string known = "forward";
+          if (f)
+            for (const auto& n : f->methodNames()) known += ", " + n;
+          throwError("value-error", "module-call: " + moduleTypeName(*m.ptr) + " has no method " + name + " (it has " + known + ")");
+        },
+        "Calls METHOD (a symbol or string) of MODULE on ARGS: 'forward, a method clause of define-module, or a "
+        "method of a TorchScript module. (module-call vae 'encode x) is what (vae-encode vae x) does.");
+
+  r.def("module-methods", "(module)",
+        [](ModuleRef m) -> Value {
+          auto* f = dynamic_cast<ModuleForward*>(m.ptr.get());
+          Value l = Value::nil();
+          if (f) {
+            auto names = f->methodNames();
+            for (size_t i = names.size(); i-- > 0;) l = cons(intern(names[i]), l);
+          }
+          return cons(intern("forward"), l);
+        },
+        "The names of MODULE's methods, forward first: (forward encode decode) for a define-module with method "
+        "clauses encode and decode.");
 }
 
 }  // namespace purple

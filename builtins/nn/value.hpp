@@ -54,6 +54,12 @@ class ModuleForward {
   virtual at::Tensor tensorForward(const at::Tensor& x);
   // The short type name, PyTorch's: "Linear", "Sequential", the name given to define-module ...
   virtual std::string typeName() const = 0;
+  // Methods besides forward (define-module's method clauses, a TorchScript module's methods):
+  // their names, and a call of one (false when the module has no method NAME).
+  virtual std::vector<std::string> methodNames() const { return {}; }
+  virtual bool callMethod(Interp&, const std::string& /*name*/, const Value* /*argv*/, int /*argc*/, Value& /*result*/) {
+    return false;
+  }
   // Forward pre-hooks and forward hooks (hooks.cpp); null until one is registered.
   std::shared_ptr<ModuleHooks> hooks;
 };

@@ -91,6 +91,20 @@ def module_class():
             def forward(self, *args, **kwargs):
                 return self._purple_value(*args, **kwargs)
 
+            def __getattr__(self, name):
+                # torch.nn.Module's own attributes first; then the module's Purple methods
+                # (define-module's method clauses): m.encode(x), m.forward_once(x) for forward-once
+                try:
+                    return super().__getattr__(name)
+                except AttributeError:
+                    pass
+                value = object.__getattribute__(self, "_purple_value")
+                for method in value._global("module-methods")(value):
+                    if method != "forward" and str(method).replace("-", "_") == name:
+                        call = value._global("module-call")
+                        return lambda *args, **kwargs: call(value, Symbol(method), *args, **kwargs)
+                raise AttributeError("%s has no attribute or method %r" % (type(self).__name__, name))
+
             def named_parameters(self, prefix="", recurse=True, *args, **kwargs):
                 for name, tensor in self._call_purple("named-parameters", self._purple_value, recurse=recurse):
                     yield (prefix + "." + name if prefix else name), tensor

@@ -175,9 +175,9 @@ Completions Interpreter::complete(std::string_view code, std::size_t cursor) {
            (name.empty() || name[0] != '%' || prefix[0] == '%');
   };
   runGuarded(impl_, [&]() -> PV {
-    interpOf(impl_).forEachGlobal([&](GlobalCell* c) {
+    interpOf(impl_).forEachGlobal([&](purple::Value key, GlobalCell* c) {
       if (c->value.isUnbound()) return;
-      std::string_view n = symbolName(c->name);
+      std::string_view n = symbolName(key);
       if (wanted(n)) out.matches.emplace_back(n);
     });
     return PV::unspecified();

@@ -43,7 +43,7 @@ Interp::Interp() {
   for (size_t i = 0; i < sizeof(State) / sizeof(Value); i++) fields[i] = Value::f();
   st->handlers = Value::nil();
   st->libraries = Value::nil();
-  globals_ = new GlobalMap();
+  globals_ = userGlobals_ = new GlobalMap();
   callStack = static_cast<CallRecord*>(std::calloc(size_t(kMaxDepthCap) + 2, sizeof(CallRecord)));
   if (!callStack) throw std::bad_alloc();
   gcAddGrowingRoots(callStack, &depth, sizeof(CallRecord));
@@ -65,6 +65,7 @@ Interp::Interp() {
   for (size_t i = 0; i < kPreludeSourceCount; i++)
     evalString(kPreludeSources[i].text, std::string("prelude/") + kPreludeSources[i].name);
   loadingPrelude = false;
+  sealSystemNamespace();
 }
 
 Interp::~Interp() {
@@ -73,8 +74,13 @@ Interp::~Interp() {
   closeTensorAccount(*this);   // tensors still charged to it keep it until they are freed
   // Drop every root this interpreter holds so a final collection can free its objects
   // (and run the finalizers of its tensors).
-  for (auto& kv : *globals_) kv.second->value = Value::unbound();
-  delete globals_;
+  for (GlobalMap* ns : libraryNamespaces_) {
+    for (auto& kv : *ns) kv.second->value = Value::unbound();
+    delete ns;
+  }
+  for (auto& kv : *userGlobals_) kv.second->value = Value::unbound();
+  delete userGlobals_;
+  delete systemGlobals_;
   Value* fields = reinterpret_cast<Value*>(st);
   for (size_t i = 0; i < sizeof(State) / sizeof(Value); i++) fields[i] = Value::f();
   gcFreeRoot(st);
@@ -141,10 +147,31 @@ void Interp::resetBudgets() {
 
 // ---- globals ---------------------------------------------------------------------------------
 
-GlobalCell* Interp::globalCell(Value symbol) {
+GlobalCell* Interp::globalCellIn(Namespace ns, Value symbol) {
+  GlobalMap* map = ns ? static_cast<GlobalMap*>(ns) : globals_;
+  symbol = symbol.is(Kind::Alias) ? Value(symbol.as<Alias>()->symbol) : symbol;
+  auto it = map->find(symbol.obj());
+  if (it != map->end()) return it->second;
+  if (map != userGlobals_ && systemGlobals_) {
+    auto sys = systemGlobals_->find(symbol.obj());
+    if (sys != systemGlobals_->end()) return sys->second;
+  }
+  auto* cell = allocObject<GlobalCell>(Kind::GlobalCell);
+  cell->value = Value::unbound();
+  cell->name = symbol;
+  cell->doc = Value::f();
+  map->emplace(symbol.obj(), cell);
+  return cell;
+}
+
+GlobalCell* Interp::globalCell(Value symbol) { return globalCellIn(nullptr, symbol); }
+
+GlobalCell* Interp::definitionCell(Value symbol) {
   symbol = symbol.is(Kind::Alias) ? Value(symbol.as<Alias>()->symbol) : symbol;
   auto it = globals_->find(symbol.obj());
   if (it != globals_->end()) return it->second;
+  if (globals_ == userGlobals_) return globalCell(symbol);
+  // a library's definition shadows a system name in that library only
   auto* cell = allocObject<GlobalCell>(Kind::GlobalCell);
   cell->value = Value::unbound();
   cell->name = symbol;
@@ -155,7 +182,12 @@ GlobalCell* Interp::globalCell(Value symbol) {
 
 GlobalCell* Interp::findGlobal(Value symbol) const {
   auto it = globals_->find(symbol.obj());
-  return it == globals_->end() ? nullptr : it->second;
+  if (it != globals_->end()) return it->second;
+  if (globals_ != userGlobals_ && systemGlobals_) {
+    auto sys = systemGlobals_->find(symbol.obj());
+    if (sys != systemGlobals_->end()) return sys->second;
+  }
+  return nullptr;
 }
 
 void Interp::defineGlobal(std::string_view name, Value v, Value doc) {
@@ -214,8 +246,9 @@ void requireProcessAccess(std::string_view who) {
 }
 
 Value Interp::loadFile(const std::string& path) {
-  if (!limits.allowFiles) throwError("file-error", "load: file access is disabled in this interpreter");
-  std::string text = readWholeFile(path, "load");
+  const char* embedded = embeddedLibrarySource(path);   // a library built into Purple
+  if (!embedded && !limits.allowFiles) throwError("file-error", "load: file access is disabled in this interpreter");
+  std::string text = embedded ? std::string(embedded) : readWholeFile(path, "load");
   if (text.size() >= 2 && text[0] == '#' && text[1] == '!') {
     // a #! line: blank it out, keeping line numbers right
     size_t nl = text.find('\n');
@@ -239,7 +272,7 @@ std::string Interp::resolveRelative(const std::string& path, const SourcePos& fr
   size_t slash = base.rfind('/');
   if (slash == std::string::npos) return path;
   std::string candidate = base.substr(0, slash + 1) + path;
-  if (std::ifstream(candidate).good()) return candidate;
+  if (embeddedLibrarySource(candidate) || std::ifstream(candidate).good()) return candidate;
   return path;
 }
 

@@ -42,6 +42,9 @@ struct Limits {
 // Throws a file-error naming WHO when the interpreter running on this thread may not touch
 // files (Limits::allowFiles). Every builtin that opens, probes, writes or renames a path calls it.
 void requireFileAccess(std::string_view who);
+// The text of a library file built into Purple (lib/ in the source tree), for a path
+// "purple-lib:purple/vision.sld"; nullptr for any other path (library.cpp).
+const char* embeddedLibrarySource(std::string_view path);
 // The same for the process and its global settings (Limits::allowProcess): exit, the command
 // line, standard input, and every setting shared by all interpreters and the host (LibTorch's
 // default dtype and thread count, the global random generator, print options, ...).
@@ -85,12 +88,18 @@ class Interp {
   Value eval(Node* node, Frame* env);   // the tree walker (eval.cpp)
 
   // ---- globals ----
+  // Names resolve in the current namespace: the user's global environment, or, while a
+  // library's body is evaluated, that library's own (library.cpp). A library's namespace sees
+  // its definitions and imports, then the system namespace: the builtins, the prelude and the
+  // standard libraries as they were at start-up.
   GlobalCell* globalCell(Value symbol);             // created unbound on first use
+  GlobalCell* definitionCell(Value symbol);         // for define: never the system's cell from a library
   GlobalCell* findGlobal(Value symbol) const;       // nullptr if never mentioned
   void defineGlobal(std::string_view name, Value v, Value doc = Value::f());
   Value lookupGlobal(std::string_view name) const;  // unbound() if absent
+  // f(name, cell) for every name of the current namespace (a library's: its own and imported ones)
   template <class F> void forEachGlobal(F f) const {
-    for (auto& kv : *globals_) f(kv.second);
+    for (auto& kv : *globals_) f(Value(const_cast<Object*>(kv.first)), kv.second);
   }
 
   // ---- errors and dynamic state ----
@@ -168,13 +177,29 @@ class Interp {
   void defineLibrary(Value form, PositionTable* positions);
   bool libraryLoaded(Value name) const;
   std::string resolveRelative(const std::string& path, const SourcePos& from);
-
- private:
   using GlobalMap = std::unordered_map<const Object*, GlobalCell*, std::hash<const Object*>,
                                        std::equal_to<const Object*>,
                                        traceable_allocator<std::pair<const Object* const, GlobalCell*>>>;
-  GlobalMap* globals_;
+  // Runs LOAD in the user's namespace and adds what it defines to the system namespace (an
+  // optional standard library, (purple python), loaded on first import).
+  void loadIntoSystem(void (*load)(Interp&));
+  // A namespace: an opaque handle (a macro or an alias records the one it was defined in).
+  using Namespace = void*;
+  Namespace currentNamespace() const { return globals_ == userGlobals_ ? nullptr : globals_; }
+  GlobalCell* globalCellIn(Namespace ns, Value symbol);   // ns null: the current one
+  // A fresh namespace holding the bindings of IMPORT-SETS (a list), for (environment ...).
+  Namespace makeNamespace(Value importSets);
+  Value evalFormIn(Namespace ns, Value form);        // ns null: the user's global environment
+  void sealSystemNamespace();                        // start-up is over: what libraries see
+
+ private:
+  GlobalMap* globals_;                 // the current namespace
+  GlobalMap* userGlobals_;             // the user's: REPL, load, eval, scripts
+  GlobalMap* systemGlobals_ = nullptr; // builtins, prelude, standard libraries (after start-up)
+  std::vector<GlobalMap*> libraryNamespaces_;
+  GlobalMap* newNamespace();
   friend struct Analyzer;
+  friend struct NamespaceSwitch;
 };
 
 // (purple python): the Python bridge, a plugin loaded on first import (python_library.cpp).

@@ -210,17 +210,19 @@ struct Record : Object {          // extra = field count
 struct Alias : Object {           // an identifier renamed by a syntax-rules expansion
   Value symbol;                   // the original symbol (or alias, for nested expansions)
   void* scope;                    // analyzer scope where the macro was defined (may be null)
-  Value macroEnv;                 // the environment the macro was defined in
+  void* space;                    // the namespace the macro was defined in (null: the current one)
 };
 
 struct Macro : Object {           // flags & 1: procedural (define-macro); else syntax-rules
   Value transformer;              // procedure (define-macro) or syntax-rules spec
   void* scope;                    // definition scope (analyzer), for hygiene
   Value name;
+  void* space;                    // the namespace it was defined in: a library's, or null (the user's)
 };
 
 struct Environment : Object {     // first-class environment (for eval / interaction-environment)
   Interp* interp;
+  void* space;                    // its namespace; null: the user's global environment
 };
 
 struct Continuation : Object {    // escape-only continuation

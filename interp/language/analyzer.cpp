@@ -100,7 +100,9 @@ struct Analyzer {
 
   // ---- resolution ----
 
-  Resolved resolve(Value id, Scope* scope) {
+  // SPACE: the namespace a global name means (null: the current one); an alias brings its
+  // macro's, so a library's exported macro refers to the library's names in its importer.
+  Resolved resolve(Value id, Scope* scope, void* space = nullptr) {
     uint32_t depth = 0;
     for (Scope* s = scope; s; s = s->parent) {
       for (size_t i = s->vars.size(); i-- > 0;) {
@@ -126,7 +128,8 @@ struct Analyzer {
       // defined. That scope encloses this one (or is global when null).
       auto* a = id.as<Alias>();
       Scope* target = static_cast<Scope*>(a->scope);
-      if (!target) return resolve(a->symbol, nullptr);
+      void* aliasSpace = a->space ? a->space : space;
+      if (!target) return resolve(a->symbol, nullptr, aliasSpace);
       uint32_t d = 0;
       for (Scope* s = scope; s; s = s->parent) {
         if (s == target) {
@@ -136,7 +139,7 @@ struct Analyzer {
         }
         if (s->parent && s->parent->lambda != s->lambda) d++;
       }
-      return resolve(a->symbol, nullptr);
+      return resolve(a->symbol, nullptr, aliasSpace);
     }
     Resolved r;
     Special sp = specialOf(id);
@@ -145,7 +148,7 @@ struct Analyzer {
       r.special = sp;
       return r;
     }
-    GlobalCell* cell = in.globalCell(id);
+    GlobalCell* cell = in.globalCellIn(space, id);
     if (cell->value.is(Kind::Macro)) {
       r.kind = Resolved::Macro;
       r.macro = cell->value;
@@ -183,7 +186,7 @@ struct Analyzer {
       return in.apply(m->transformer, argv.data(), int(argv.size()));
     }
     Scope* def = static_cast<Scope*>(m->scope);
-    return expandSyntaxRules(m->transformer, form, def, m->name);
+    return expandSyntaxRules(m->transformer, form, def, m->space, m->name);
   }
 
   // ---- analysis ----
@@ -424,7 +427,7 @@ struct Analyzer {
     if (isPair(spec) && isIdentifier(car(spec))) {
       Resolved r = resolve(car(spec), scope);
       if (r.kind == Resolved::SpecialForm && r.special == Special::SyntaxRules)
-        return makeMacro(spec, scope, baseSymbol(name), false);
+        return makeMacro(spec, scope, in.currentNamespace(), baseSymbol(name), false);
       if (r.kind == Resolved::Global && baseSymbol(car(spec)) == intern("er-macro-transformer"))
         syntaxError("er-macro-transformer is not supported; use syntax-rules or define-macro", form);
     }
@@ -433,7 +436,7 @@ struct Analyzer {
     Value proc = in.evalForm(spec);
     if (!isProcedure(proc)) syntaxError("define-syntax: expected syntax-rules or a procedure", form);
     Value wrapper = proc;   // receives the whole form's arguments like define-macro
-    return makeMacro(wrapper, nullptr, baseSymbol(name), true);
+    return makeMacro(wrapper, nullptr, in.currentNamespace(), baseSymbol(name), true);
   }
 
   // ---- lambda ----
@@ -879,7 +882,7 @@ struct Analyzer {
         normalizeDefine(x, name, value);
         if (scope->parent) syntaxError("define is only allowed at the start of a body or at top level", x);
         auto* n = node<SetGlobalNode>(Op::DefineGlobal);
-        n->cell = in.globalCell(baseSymbol(name));
+        n->cell = in.definitionCell(baseSymbol(name));
         n->value = analyzeNamed(value, scope, name);
         return n;
       }
@@ -914,7 +917,7 @@ struct Analyzer {
         if (len != 3 || !isIdentifier(cadr(x))) syntaxError("bad define-syntax", x);
         if (scope->parent) syntaxError("define-syntax here is only allowed at the start of a body", x);
         Value m = macroFromSpec(caddr(x), scope->parent ? scope : nullptr, cadr(x), x);
-        in.globalCell(baseSymbol(cadr(x)))->value = m;
+        in.definitionCell(baseSymbol(cadr(x)))->value = m;
         return constant(Value::unspecified());
       }
       case Special::DefineMacro: {
@@ -930,7 +933,7 @@ struct Analyzer {
           proc = in.evalForm(caddr(x));
         }
         if (!isIdentifier(name) || !isProcedure(proc)) syntaxError("bad define-macro", x);
-        in.globalCell(baseSymbol(name))->value = makeMacro(proc, nullptr, baseSymbol(name), true);
+        in.definitionCell(baseSymbol(name))->value = makeMacro(proc, nullptr, in.currentNamespace(), baseSymbol(name), true);
         return constant(Value::unspecified());
       }
       case Special::LetSyntax: return letSyntax(x, scope, false);

@@ -34,8 +34,8 @@ inline bool isIdentifier(Value v) { return v.is(Kind::Symbol) || v.is(Kind::Alia
 
 // syntax_rules.cpp: expands one use of a syntax-rules macro. `spec` is the
 // (syntax-rules ...) form; the result contains aliases for the template's own identifiers.
-Value expandSyntaxRules(Value spec, Value form, Scope* defScope, Value macroName);
-Value makeMacro(Value transformer, Scope* scope, Value name, bool procedural);
+Value expandSyntaxRules(Value spec, Value form, Scope* defScope, void* defSpace, Value macroName);
+Value makeMacro(Value transformer, Scope* scope, void* space, Value name, bool procedural);
 
 // A syntax-error naming POS (the innermost form with a known position) and FORM.
 [[noreturn]] void throwSyntaxError(const SourcePos& pos, const std::string& message, Value form);

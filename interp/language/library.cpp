@@ -1,34 +1,87 @@
-// define-library and import. Purple has one global namespace per interpreter: a library's
-// body is evaluated into it, `export (rename a b)` defines b, and import modifiers `prefix`
-// and `rename` define the new names. `only` and `except` select nothing away (see
-// docs/language.md). The standard libraries ((scheme base) ...) are always present.
+// define-library and import: libraries with their own namespaces.
+//
+// A library's body is evaluated in a namespace of its own (Interp::globals_ points at it
+// meanwhile): its definitions go there, and its names resolve there, then in the system
+// namespace (builtins, prelude, standard libraries, as they were at start-up). So a library's
+// helpers never clobber the user's names, two libraries may both define `block`, and a library
+// does not see the user's definitions. Exports are the library's cells themselves: importing
+// binds a name to the same variable, so there is nothing to copy and nothing to keep in sync.
+// The standard libraries ((scheme base) (srfi 1) (purple) ...) are the system namespace, which
+// every namespace sees already; importing them binds nothing unless prefix or rename asks.
+// Library files are found next to the importing file, then on the library path (-I), then among
+// the libraries built into Purple (lib/ in the source tree, embedded like the prelude).
 #include "interp/core/interp.hpp"
 #include "interp/core/interp_state.hpp"
 #include "interp/core/file_io.hpp"
 #include "interp/language/analyzer.hpp"
 #include "interp/language/printer.hpp"
 #include "interp/language/reader.hpp"
+#include <cstring>
+#include <unordered_set>
 #include <vector>
 #include <fstream>
 
 namespace purple {
 
+struct PreludeSource { const char* name; const char* text; };
+extern const PreludeSource kLibrarySources[];
+extern const std::size_t kLibrarySourceCount;
+
+const char* const kEmbeddedLibraryPrefix = "purple-lib:";
+
+const char* embeddedLibrarySource(std::string_view path) {
+  size_t n = std::strlen(kEmbeddedLibraryPrefix);
+  if (path.size() <= n || path.compare(0, n, kEmbeddedLibraryPrefix) != 0) return nullptr;
+  std::string_view rel = path.substr(n);
+  for (size_t i = 0; i < kLibrarySourceCount; i++)
+    if (rel == kLibrarySources[i].name) return kLibrarySources[i].text;
+  return nullptr;
+}
+
+// While alive, definitions and names go to (and resolve in) NS.
+struct NamespaceSwitch {
+  Interp& in;
+  Interp::GlobalMap* saved;
+  NamespaceSwitch(Interp& i, Interp::GlobalMap* ns) : in(i), saved(i.globals_) { i.globals_ = ns; }
+  ~NamespaceSwitch() { in.globals_ = saved; }
+};
+
+Interp::GlobalMap* Interp::newNamespace() {
+  auto* ns = new GlobalMap();
+  libraryNamespaces_.push_back(ns);
+  return ns;
+}
+
+void Interp::sealSystemNamespace() {
+  if (!systemGlobals_) systemGlobals_ = new GlobalMap(*userGlobals_);
+}
+
+void Interp::loadIntoSystem(void (*load)(Interp&)) {
+  NamespaceSwitch to(*this, userGlobals_);
+  std::unordered_set<const Object*> before;
+  for (auto& kv : *userGlobals_) before.insert(kv.first);
+  load(*this);
+  if (!systemGlobals_) return;
+  for (auto& kv : *userGlobals_)   // only its own names: the user's definitions stay the user's
+    if (!before.count(kv.first)) systemGlobals_->emplace(kv.first, kv.second);
+}
+
 namespace {
+using ImportBinding = std::pair<Value, GlobalCell*>;
+using ImportBindings = std::vector<ImportBinding, traceable_allocator<ImportBinding>>;
+
+// What an import set makes visible: ALL (a standard library: the system namespace, visible
+// already) and/or the bindings listed.
+struct ImportSet {
+  bool all = false;
+  ImportBindings named;
+};
+
 bool isStandardLibrary(Value name) {
   if (!isPair(name) || !isSymbol(car(name))) return false;
   std::string_view first = symbolName(car(name));
   if (first == "chibi" && isPair(cdr(name)) && cadr(name) == intern("test")) return true;   // the prelude's harness
   return first == "scheme" || first == "srfi" || first == "purple";
-}
-
-Value libraryName(Value importSet) {
-  // (only set id...) (except set id...) (prefix set p) (rename set (a b)...)
-  while (isPair(importSet) && isSymbol(car(importSet)) && isPair(cdr(importSet)) && isPair(cadr(importSet))) {
-    std::string_view op = symbolName(car(importSet));
-    if (op != "only" && op != "except" && op != "prefix" && op != "rename") break;
-    importSet = cadr(importSet);
-  }
-  return importSet;
 }
 
 std::string nameToPath(Value name) {
@@ -40,15 +93,57 @@ std::string nameToPath(Value name) {
   return path;
 }
 
-bool loaded(State* st, Value name) {
-  for (Value p = st->libraries; isPair(p); p = cdr(p))
-    if (toWriteString(car(p)) == toWriteString(name)) return true;
-  return false;
+bool isBuiltIntoPurple(Value name) {
+  return embeddedLibrarySource(std::string(kEmbeddedLibraryPrefix) + nameToPath(name) + ".sld") != nullptr;
 }
+
+bool isSystemLibrary(Value name) { return isStandardLibrary(name) && !isBuiltIntoPurple(name); }
+
+Value libraryName(Value importSet) {
+  // (only set id...) (except set id...) (prefix set p) (rename set (a b)...)
+  while (isPair(importSet) && isSymbol(car(importSet)) && isPair(cdr(importSet)) && isPair(cadr(importSet))) {
+    std::string_view op = symbolName(car(importSet));
+    if (op != "only" && op != "except" && op != "prefix" && op != "rename") break;
+    importSet = cadr(importSet);
+  }
+  return importSet;
+}
+
+// st->libraries: ((name . exports) ...), EXPORTS #t (everything it defined is global: a
+// standard library, or a plain file) or an alist (external-name . cell).
+Value libraryEntry(State* st, Value name) {
+  std::string key = toWriteString(name);
+  for (Value p = st->libraries; isPair(p); p = cdr(p))
+    if (isPair(car(p)) && toWriteString(car(car(p))) == key) return car(p);
+  return Value::f();
+}
+
+bool loaded(State* st, Value name) { return !libraryEntry(st, name).isFalse(); }
 
 bool isPythonLibrary(Value name) {
   return isPair(name) && car(name) == intern("purple") && isPair(cdr(name)) && cadr(name) == intern("python") &&
          cddr(name).isNil();
+}
+
+// The libraries whose files are being loaded, outermost first: an import of one of them is a cycle.
+thread_local std::vector<std::string> tLoading;
+// The folders the libraries being loaded were found under: (a b) found as ROOT/a/b.sld finds
+// the libraries it imports under ROOT too.
+thread_local std::vector<std::string> tRoots;
+
+struct LoadingGuard {
+  LoadingGuard(std::string n) { tLoading.push_back(std::move(n)); }
+  ~LoadingGuard() { tLoading.pop_back(); }
+};
+
+[[noreturn]] void importError(const std::string& message, Value irritant) {
+  throwError("syntax-error", "import: " + message, listFromArray(&irritant, 1));
+}
+
+const ImportBinding* findBinding(const ImportBindings& b, Value id) {
+  for (const ImportBinding& x : b)
+    if (x.first == id) return &x;
+  return nullptr;
 }
 }  // namespace
 
@@ -57,90 +152,267 @@ bool Interp::libraryLoaded(Value name) const { return loaded(st, name); }
 bool Interp::libraryAvailable(Value name) {
   if (loaded(st, name)) return true;
   if (isPythonLibrary(name)) return pythonLibraryAvailable();
+  if (isBuiltIntoPurple(name)) return true;
   return isStandardLibrary(name);
 }
 
-void Interp::importLibrary(Value importSet) {
-  Value name = libraryName(importSet);
-  if (!isPair(name)) throwError("syntax-error", "import: bad library name " + toWriteString(importSet));
-  if (isPythonLibrary(name) && !loaded(st, name)) {
-    importPythonLibrary(*this);
-    if (!loaded(st, name)) st->libraries = cons(name, st->libraries);
+namespace {
+
+// Loads the library NAME (a file) unless it is loaded or standard.
+void loadLibrary(Interp& in, Value name) {
+  State* st = in.st;
+  if (loaded(st, name)) return;
+  if (isPythonLibrary(name)) {
+    // its builtins join the system namespace, as if they had been there at start-up
+    in.loadIntoSystem(importPythonLibrary);
+    if (!loaded(st, name)) st->libraries = cons(cons(name, Value::t()), st->libraries);
+    return;
   }
-  if (!isStandardLibrary(name) && !loaded(st, name)) {
-    std::string rel = nameToPath(name);
-    requireFileAccess("import");
-    std::vector<std::string> dirs;
-    if (isString(st->currentFile)) {
-      std::string f(stringView(st->currentFile));
-      size_t slash = f.rfind('/');
-      dirs.push_back(slash == std::string::npos ? "" : f.substr(0, slash + 1));
+  if (isSystemLibrary(name)) return;
+  std::string key = toWriteString(name);
+  for (size_t i = 0; i < tLoading.size(); i++)
+    if (tLoading[i] == key) {
+      std::string chain;
+      for (size_t j = i; j < tLoading.size(); j++) chain += tLoading[j] + " -> ";
+      throwError("syntax-error", "import: a cycle of imports: " + chain + key);
     }
-    dirs.push_back("");
-    for (auto& d : libraryPath) dirs.push_back(d.empty() || d.back() == '/' ? d : d + "/");
-    bool found = false;
+  LoadingGuard guard(key);
+  std::string rel = nameToPath(name);
+  std::vector<std::string> dirs;
+  if (isString(st->currentFile)) {
+    std::string f(stringView(st->currentFile));
+    size_t slash = f.rfind('/');
+    if (f.compare(0, std::strlen(kEmbeddedLibraryPrefix), kEmbeddedLibraryPrefix) != 0)
+      dirs.push_back(slash == std::string::npos ? "" : f.substr(0, slash + 1));
+  }
+  for (size_t i = tRoots.size(); i-- > 0;) dirs.push_back(tRoots[i]);
+  dirs.push_back("");
+  for (auto& d : in.libraryPath) dirs.push_back(d.empty() || d.back() == '/' ? d : d + "/");
+  std::string found, root;
+  if (in.limits.allowFiles) {
     for (const auto& d : dirs) {
       for (const char* ext : {".sld", ".purple", ".scm", ".ss"}) {
         std::string candidate = d + rel + ext;
         if (std::ifstream(candidate).good()) {
-          loadFile(candidate);
-          found = true;
+          found = candidate;
+          root = d;
           break;
         }
       }
-      if (found) break;
-    }
-    if (!found || !loaded(st, name)) {
-      if (!found) throwError("file-error", "import: library " + toWriteString(name) + " not found (looked for " + rel + ".sld)");
-      st->libraries = cons(name, st->libraries);   // a plain file without define-library
+      if (!found.empty()) break;
     }
   }
-  // prefix / rename: define the new names
-  Value set = importSet;
-  if (isPair(set) && isSymbol(car(set))) {
-    std::string_view op = symbolName(car(set));
-    if (op == "prefix" && isPair(cddr(set))) {
-      // prefixing needs the library's export list; libraries record it as (name . exports)
-    } else if (op == "rename") {
-      for (Value p = cddr(set); isPair(p); p = cdr(p)) {
-        Value pairing = car(p);
-        if (isPair(pairing) && isPair(cdr(pairing))) {
-          Value v = lookupGlobal(symbolName(car(pairing)));
-          if (!v.isUnbound()) globalCell(cadr(pairing))->value = v;
-        }
+  if (found.empty() && isBuiltIntoPurple(name)) found = kEmbeddedLibraryPrefix + rel + ".sld";
+  if (found.empty()) {
+    requireFileAccess("import");
+    throwError("file-error", "import: library " + key + " not found (looked for " + rel + ".sld)");
+  }
+  tRoots.push_back(root);
+  struct PopRoot { ~PopRoot() { tRoots.pop_back(); } } popRoot;
+  in.loadFile(found);
+  if (!loaded(st, name)) st->libraries = cons(cons(name, Value::t()), st->libraries);   // a plain file without define-library
+}
+
+ImportSet resolveImportSet(Interp& in, Value set, Interp::GlobalMap* system);
+
+// The bindings of a standard library that SET names, for only, prefix and rename.
+ImportBindings systemBindings(Interp::GlobalMap* system) {
+  ImportBindings out;
+  for (auto& kv : *system)
+    if (!kv.second->value.isUnbound()) out.push_back({Value(const_cast<Object*>(kv.first)), kv.second});
+  return out;
+}
+
+ImportSet resolveImportSet(Interp& in, Value set, Interp::GlobalMap* system) {
+  if (stackNearlyFull()) throwError("recursion-error", "import set nested too deeply");
+  if (!isPair(set)) importError("bad import set", set);
+  Value name = libraryName(set);
+  if (set == name) {
+    loadLibrary(in, name);
+    Value entry = libraryEntry(in.st, name);
+    ImportSet r;
+    if (entry.isFalse() || cdr(entry) == Value::t()) {
+      r.all = true;
+      return r;
+    }
+    for (Value p = cdr(entry); isPair(p); p = cdr(p)) r.named.push_back({car(car(p)), cdr(car(p)).as<GlobalCell>()});
+    return r;
+  }
+  std::string_view op = symbolName(car(set));
+  ImportSet inner = resolveImportSet(in, cadr(set), system);
+  // only, prefix and rename on a standard library work on its bindings, which are the system's
+  auto lookup = [&](Value id) -> const ImportBinding* {
+    if (const ImportBinding* b = findBinding(inner.named, id)) return b;
+    if (inner.all) {
+      auto it = system->find(id.obj());
+      if (it != system->end() && !it->second->value.isUnbound()) {
+        inner.named.push_back({id, it->second});
+        return &inner.named.back();
       }
     }
+    return nullptr;
+  };
+  ImportSet r;
+  if (op == "only") {
+    for (Value p = cddr(set); isPair(p); p = cdr(p)) {
+      if (!isSymbol(car(p))) importError("only expects identifiers", set);
+      const ImportBinding* b = lookup(car(p));
+      if (!b) importError(toWriteString(name) + " does not export " + toWriteString(car(p)), set);
+      r.named.push_back(*b);
+    }
+    return r;
+  }
+  if (op == "except") {
+    r = inner;
+    for (Value p = cddr(set); isPair(p); p = cdr(p)) {
+      if (!isSymbol(car(p))) importError("except expects identifiers", set);
+      bool present = false;
+      for (size_t i = 0; i < r.named.size(); i++)
+        if (r.named[i].first == car(p)) {
+          r.named.erase(r.named.begin() + long(i));
+          present = true;
+          break;
+        }
+      if (!present && !inner.all) importError(toWriteString(name) + " does not export " + toWriteString(car(p)), set);
+    }
+    return r;
+  }
+  if (op == "prefix") {
+    if (!isPair(cddr(set)) || !isSymbol(caddr(set))) importError("prefix expects (prefix import-set identifier)", set);
+    std::string prefix(symbolName(caddr(set)));
+    ImportBindings from = inner.named;
+    if (inner.all) {
+      ImportBindings sys = systemBindings(system);
+      from.insert(from.end(), sys.begin(), sys.end());
+    }
+    for (const ImportBinding& b : from) r.named.push_back({intern(prefix + std::string(symbolName(b.first))), b.second});
+    return r;
+  }
+  if (op == "rename") {
+    r = inner;
+    for (Value p = cddr(set); isPair(p); p = cdr(p)) {
+      Value pairing = car(p);
+      if (!isPair(pairing) || !isSymbol(car(pairing)) || !isPair(cdr(pairing)) || !isSymbol(cadr(pairing)))
+        importError("rename expects (old new) pairs", set);
+      const ImportBinding* b = lookup(car(pairing));
+      if (!b) importError(toWriteString(name) + " does not export " + toWriteString(car(pairing)), set);
+      GlobalCell* cell = b->second;
+      bool replaced = false;
+      for (ImportBinding& x : r.named)
+        if (x.first == car(pairing)) {
+          x.first = cadr(pairing);
+          replaced = true;
+        }
+      if (!replaced) r.named.push_back({cadr(pairing), cell});
+    }
+    return r;
+  }
+  importError("bad import set", set);
+}
+
+}  // namespace
+
+void Interp::importLibrary(Value importSet) {
+  Value name = libraryName(importSet);
+  if (!isPair(name)) throwError("syntax-error", "import: bad library name " + toWriteString(importSet));
+  GlobalMap* into = globals_;
+  ImportSet set = resolveImportSet(*this, importSet, systemGlobals_ ? systemGlobals_ : userGlobals_);
+  // binding to the exporter's own cell: importing again binds the same cells (idempotent)
+  for (const ImportBinding& b : set.named) (*into)[b.first.obj()] = b.second;
+}
+
+Interp::Namespace Interp::makeNamespace(Value importSets) {
+  GlobalMap* ns = newNamespace();
+  NamespaceSwitch to(*this, ns);
+  for (Value p = importSets; isPair(p); p = cdr(p)) importLibrary(car(p));
+  return ns;
+}
+
+Value Interp::evalFormIn(Namespace ns, Value form) {
+  NamespaceSwitch to(*this, ns ? static_cast<GlobalMap*>(ns) : userGlobals_);
+  return evalForm(form);
+}
+
+namespace {
+void libraryDeclarations(Interp& in, Value decls, PositionTable* positions, std::vector<Value, traceable_allocator<Value>>& exports,
+                         const SourcePos& pos);
+bool featureMatch(Interp& in, Value req, const SourcePos& pos);
+
+void libraryDeclaration(Interp& in, Value decl, PositionTable* positions, std::vector<Value, traceable_allocator<Value>>& exports,
+                        const SourcePos& pos) {
+  if (!isPair(decl) || !isSymbol(car(decl))) throwError("syntax-error", "define-library: bad declaration", listFromArray(&decl, 1));
+  std::string_view kind = symbolName(car(decl));
+  if (kind == "begin") {
+    for (Value f = cdr(decl); isPair(f); f = cdr(f)) in.evalForm(car(f), positions);
+  } else if (kind == "import") {
+    for (Value s = cdr(decl); isPair(s); s = cdr(s)) in.importLibrary(car(s));
+  } else if (kind == "include" || kind == "include-ci") {
+    for (Value f = cdr(decl); isPair(f); f = cdr(f)) {
+      if (!isString(car(f))) throwError("syntax-error", "define-library: include expects file names", listFromArray(&decl, 1));
+      in.loadFile(in.resolveRelative(std::string(stringView(car(f))), SourcePos{}));
+    }
+  } else if (kind == "include-library-declarations") {
+    for (Value f = cdr(decl); isPair(f); f = cdr(f)) {
+      if (!isString(car(f))) throwError("syntax-error", "define-library: include-library-declarations expects file names", listFromArray(&decl, 1));
+      std::string path = in.resolveRelative(std::string(stringView(car(f))), SourcePos{});
+      const char* embedded = embeddedLibrarySource(path);
+      if (!embedded) requireFileAccess("include-library-declarations");
+      std::string text = embedded ? std::string(embedded) : readWholeFile(path, "include-library-declarations");
+      Value file = makeString(path);
+      Reader r(text, file, positions);
+      Value d;
+      Value all = Value::nil();
+      while (r.read(d)) all = cons(d, all);
+      libraryDeclarations(in, reverseList(all), positions, exports, pos);
+    }
+  } else if (kind == "export") {
+    for (Value e = cdr(decl); isPair(e); e = cdr(e)) exports.push_back(car(e));
+  } else if (kind == "cond-expand") {
+    // in a library, cond-expand chooses declarations, not expressions
+    for (Value c = cdr(decl); isPair(c); c = cdr(c))
+      if (isPair(car(c)) && featureMatch(in, car(car(c)), pos)) {
+        libraryDeclarations(in, cdr(car(c)), positions, exports, pos);
+        break;
+      }
+  } else {
+    throwError("syntax-error", "define-library: unknown declaration (expected export, import, begin, include or cond-expand)",
+               listFromArray(&decl, 1));
   }
 }
 
+void libraryDeclarations(Interp& in, Value decls, PositionTable* positions, std::vector<Value, traceable_allocator<Value>>& exports,
+                         const SourcePos& pos) {
+  for (Value p = decls; isPair(p); p = cdr(p)) libraryDeclaration(in, stripSyntax(car(p)), positions, exports, pos);
+}
+}  // namespace
+
 void Interp::defineLibrary(Value form, PositionTable* positions) {
   Value name = isPair(cdr(form)) ? cadr(form) : Value::f();
-  if (!isPair(name)) throwError("syntax-error", "define-library: bad library name");
-  std::vector<std::pair<Value, Value>, traceable_allocator<std::pair<Value, Value>>> renames;
-  for (Value p = cddr(form); isPair(p); p = cdr(p)) {
-    Value decl = car(p);
-    if (!isPair(decl) || !isSymbol(car(decl))) continue;
-    std::string_view kind = symbolName(car(decl));
-    if (kind == "begin") {
-      for (Value f = cdr(decl); isPair(f); f = cdr(f)) evalForm(car(f), positions);
-    } else if (kind == "import") {
-      for (Value s = cdr(decl); isPair(s); s = cdr(s)) importLibrary(car(s));
-    } else if (kind == "include" || kind == "include-ci") {
-      for (Value f = cdr(decl); isPair(f); f = cdr(f))
-        if (isString(car(f))) loadFile(resolveRelative(std::string(stringView(car(f))), SourcePos{}));
-    } else if (kind == "export") {
-      for (Value e = cdr(decl); isPair(e); e = cdr(e))
-        if (isPair(car(e)) && car(car(e)) == intern("rename") && isPair(cdr(car(e))) && isPair(cddr(car(e))))
-          renames.push_back({cadr(car(e)), caddr(car(e))});
-    } else if (kind == "cond-expand") {
-      evalForm(decl, positions);
+  if (!isPair(name) || !isList(name)) throwError("syntax-error", "define-library: bad library name", listFromArray(&name, 1));
+  std::vector<Value, traceable_allocator<Value>> exports;
+  GlobalMap* ns = newNamespace();
+  {
+    NamespaceSwitch to(*this, ns);
+    libraryDeclarations(*this, cddr(form), positions, exports, SourcePos{});
+  }
+  // each export is the library's cell under its external name
+  Value table = Value::nil();
+  for (Value e : exports) {
+    Value internal = e, external = e;
+    if (isPair(e) && car(e) == intern("rename") && isPair(cdr(e)) && isPair(cddr(e)) && isSymbol(cadr(e)) && isSymbol(caddr(e))) {
+      internal = cadr(e);
+      external = caddr(e);
+    } else if (!isSymbol(e)) {
+      throwError("syntax-error", "define-library " + toWriteString(name) + ": bad export spec", listFromArray(&e, 1));
     }
+    GlobalCell* cell = globalCellIn(ns, internal);
+    if (cell->value.isUnbound())
+      throwError("syntax-error", "define-library " + toWriteString(name) + ": exports " + toWriteString(internal) + ", which it does not define");
+    table = cons(cons(external, Value(cell)), table);
   }
-  for (auto& r : renames) {
-    Value v = lookupGlobal(symbolName(r.first));
-    if (!v.isUnbound()) globalCell(r.second)->value = v;
-  }
-  st->libraries = cons(name, st->libraries);
+  Value entry = libraryEntry(st, name);
+  if (!entry.isFalse()) entry.as<Pair>()->cdr = reverseList(table);   // defined again (a REPL session): the new one
+  else st->libraries = cons(cons(name, reverseList(table)), st->libraries);
 }
 
 // ---- cond-expand and include, which the analyzer expands ----
@@ -187,9 +459,10 @@ Value expandInclude(Interp& in, Value x, const SourcePos& pos, PositionTable* po
   std::vector<Value, traceable_allocator<Value>> forms;
   for (Value p = cdr(x); isPair(p); p = cdr(p)) {
     if (!isString(car(p))) throwSyntaxError(pos, "include expects file names", x);
-    requireFileAccess("include");
     std::string path = in.resolveRelative(std::string(stringView(car(p))), pos);
-    std::string text = readWholeFile(path, "include");
+    const char* embedded = embeddedLibrarySource(path);
+    if (!embedded) requireFileAccess("include");
+    std::string text = embedded ? std::string(embedded) : readWholeFile(path, "include");
     Value file = makeString(path);
     Reader r(text, file, positions);
     Value d;

@@ -40,6 +40,7 @@ struct Expander {
   Value ellipsis;
   Value literals;
   Scope* defScope;
+  void* defSpace = nullptr;   // the macro's namespace: its free identifiers mean what they mean there
   Value macroName;
   Value form;
   std::vector<std::pair<Value, Value>, traceable_allocator<std::pair<Value, Value>>> renames;
@@ -123,7 +124,7 @@ struct Expander {
     auto* a = allocObject<Alias>(Kind::Alias);
     a->symbol = id;
     a->scope = defScope;
-    a->macroEnv = Value::f();
+    a->space = defSpace;
     renames.push_back({id, Value(a)});
     return Value(a);
   }
@@ -208,9 +209,10 @@ struct Expander {
 
 }  // namespace
 
-Value expandSyntaxRules(Value spec, Value form, Scope* defScope, Value macroName) {
+Value expandSyntaxRules(Value spec, Value form, Scope* defScope, void* defSpace, Value macroName) {
   Expander e;
   e.defScope = defScope;
+  e.defSpace = defSpace;
   e.macroName = macroName;
   e.form = form;
   e.ellipsis = intern("...");
@@ -315,7 +317,7 @@ Value baseSymbol(Value id) {
   return id;
 }
 
-Value makeMacro(Value transformer, Scope* scope, Value name, bool procedural) {
+Value makeMacro(Value transformer, Scope* scope, void* space, Value name, bool procedural) {
   auto* m = static_cast<Macro*>(gcAlloc(sizeof(Macro)));
   m->kind = Kind::Macro;
   m->flags = procedural ? 1 : 0;
@@ -324,6 +326,7 @@ Value makeMacro(Value transformer, Scope* scope, Value name, bool procedural) {
   m->transformer = transformer;
   m->scope = scope;
   m->name = name;
+  m->space = space;
   return Value(m);
 }
 

@@ -198,6 +198,28 @@ class Models(unittest.TestCase):
         model.eval()
         self.assertFalse(p.eval("(module-training? model)"))
 
+    def test_purple_module_methods_from_python(self):
+        p = purple.Interpreter()
+        p.eval("""
+          (define-module (autoencoder n k)
+            (submodules (enc (linear n k)) (dec (linear k n)))
+            (method (encode x) (enc x))
+            (method (decode-twice z :key (scale 1)) (tensor-mul (dec z) (* 2 scale)))
+            (forward (x) (dec (encode x))))
+          (manual-seed 0)
+          (define ae (autoencoder 6 2))""")
+        ae = p["ae"]
+        x = torch.randn(3, 6)
+        w, b = dict(ae.named_parameters())["enc.weight"], dict(ae.named_parameters())["enc.bias"]
+        self.assertTrue(torch.allclose(ae.encode(x), torch.nn.functional.linear(x, w, b)))
+        z = ae.encode(x)
+        dw, db = dict(ae.named_parameters())["dec.weight"], dict(ae.named_parameters())["dec.bias"]
+        want = torch.nn.functional.linear(z, dw, db) * 6
+        self.assertTrue(torch.allclose(ae.decode_twice(z, scale=3), want))
+        self.assertTrue(torch.allclose(ae(x), torch.nn.functional.linear(z, dw, db)))
+        with self.assertRaises(AttributeError):
+            ae.no_such_method
+
     def test_purple_trains_a_python_model(self):
         p = purple.Interpreter()
         torch.manual_seed(0)

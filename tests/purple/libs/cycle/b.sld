@@ -1,0 +1,4 @@
+(define-library (libs cycle b)
+  (export b-value)
+  (import (scheme base) (libs cycle a))
+  (begin (define b-value 2)))
