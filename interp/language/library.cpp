@@ -77,6 +77,16 @@ struct ImportSet {
   ImportBindings named;
 };
 
+// (a b 0): a proper list of identifiers and exact non-negative integers, as R7RS says
+bool isLibraryName(Value name) {
+  if (!isPair(name) || !isList(name)) return false;
+  for (Value p = name; isPair(p); p = cdr(p)) {
+    Value part = car(p);
+    if (!isSymbol(part) && !(part.isFixnum() && part.fixnum() >= 0)) return false;
+  }
+  return true;
+}
+
 bool isStandardLibrary(Value name) {
   if (!isPair(name) || !isSymbol(car(name))) return false;
   std::string_view first = symbolName(car(name));
@@ -100,8 +110,10 @@ bool isBuiltIntoPurple(Value name) {
 bool isSystemLibrary(Value name) { return isStandardLibrary(name) && !isBuiltIntoPurple(name); }
 
 Value libraryName(Value importSet) {
-  // (only set id...) (except set id...) (prefix set p) (rename set (a b)...)
-  while (isPair(importSet) && isSymbol(car(importSet)) && isPair(cdr(importSet)) && isPair(cadr(importSet))) {
+  // (only set id...) (except set id...) (prefix set p) (rename set (a b)...); a set nested
+  // into itself is cut off (resolveImportSet then finds no library name)
+  for (int depth = 0; depth < 10000 && isPair(importSet) && isSymbol(car(importSet)) && isPair(cdr(importSet)) && isPair(cadr(importSet));
+       depth++) {
     std::string_view op = symbolName(car(importSet));
     if (op != "only" && op != "except" && op != "prefix" && op != "rename") break;
     importSet = cadr(importSet);
@@ -150,6 +162,7 @@ const ImportBinding* findBinding(const ImportBindings& b, Value id) {
 bool Interp::libraryLoaded(Value name) const { return loaded(st, name); }
 
 bool Interp::libraryAvailable(Value name) {
+  if (!isLibraryName(name)) return false;
   if (loaded(st, name)) return true;
   if (isPythonLibrary(name)) return pythonLibraryAvailable();
   if (isBuiltIntoPurple(name)) return true;
@@ -225,8 +238,9 @@ ImportBindings systemBindings(Interp::GlobalMap* system) {
 
 ImportSet resolveImportSet(Interp& in, Value set, Interp::GlobalMap* system) {
   if (stackNearlyFull()) throwError("recursion-error", "import set nested too deeply");
-  if (!isPair(set)) importError("bad import set", set);
+  if (!isPair(set) || !isList(set)) importError("bad import set", set);
   Value name = libraryName(set);
+  if (!isLibraryName(name)) importError("bad library name", name);
   if (set == name) {
     loadLibrary(in, name);
     Value entry = libraryEntry(in.st, name);
@@ -313,8 +327,7 @@ ImportSet resolveImportSet(Interp& in, Value set, Interp::GlobalMap* system) {
 }  // namespace
 
 void Interp::importLibrary(Value importSet) {
-  Value name = libraryName(importSet);
-  if (!isPair(name)) throwError("syntax-error", "import: bad library name " + toWriteString(importSet));
+  if (!isPair(importSet) || !isList(importSet)) importError("bad import set", importSet);
   GlobalMap* into = globals_;
   ImportSet set = resolveImportSet(*this, importSet, systemGlobals_ ? systemGlobals_ : userGlobals_);
   // binding to the exporter's own cell: importing again binds the same cells (idempotent)
@@ -387,8 +400,9 @@ void libraryDeclarations(Interp& in, Value decls, PositionTable* positions, std:
 }  // namespace
 
 void Interp::defineLibrary(Value form, PositionTable* positions) {
+  if (!isList(form)) throwError("syntax-error", "define-library: bad syntax");
   Value name = isPair(cdr(form)) ? cadr(form) : Value::f();
-  if (!isPair(name) || !isList(name)) throwError("syntax-error", "define-library: bad library name", listFromArray(&name, 1));
+  if (!isLibraryName(name)) throwError("syntax-error", "define-library: bad library name", listFromArray(&name, 1));
   std::vector<Value, traceable_allocator<Value>> exports;
   GlobalMap* ns = newNamespace();
   {
