@@ -1,7 +1,9 @@
 """Shared by the (purple vision) tests: where the library is, a temporary folder, running Purple,
 and comparing arrays. Each test is a Python script that computes the reference with Debian's
 python3-torchvision and runs a Purple script beside it (tests/vision/*.purple) on the same files."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +24,9 @@ def check(ok, what):
 
 
 def temp_dir():
-    return tempfile.mkdtemp(prefix="purple-vision-", dir=os.environ.get("TMPDIR"))
+    d = tempfile.mkdtemp(prefix="purple-vision-", dir=os.environ.get("TMPDIR"))
+    atexit.register(shutil.rmtree, d, True)   # weights files are large (ViT-B/16: 330 MB)
+    return d
 
 
 def run_purple(purple, script, *args, timeout=1200):
