@@ -313,8 +313,7 @@ void registerImageFiles(Registry& r) {
         "Reads the JPEG or PNG file PATH as a uint8 tensor [C H W] (torchvision.io.read_image). C is what the\n"
         "file holds with :mode 'unchanged (1 grey, 2 grey and alpha, 3 RGB, 4 RGB and alpha; a palette becomes\n"
         "RGB, transparency an alpha channel); :mode 'gray, 'gray-alpha, 'rgb or 'rgb-alpha (a symbol or a\n"
-        "string) converts. A file that\n"
-        "is corrupt, truncated, 16-bit or CMYK is a file-error naming PATH.");
+        "string) converts. A file that is corrupt, truncated, 16-bit or CMYK is a file-error naming PATH.");
   sandbox(r, "read-image", Needs::Files, "files: reads an image file");
   r.def("write-png", "(image path)",
         [](const at::Tensor& image, std::string path) {
