@@ -11,7 +11,7 @@ void registerAllBuiltins(Interp& in) {
       {"symbols", registerSymbols},     {"chars", registerChars},
       {"strings", registerStrings}, {"strings", registerFormat},     {"vectors", registerVectors},
       {"hash-tables", registerHashTables}, {"records", registerRecords},
-      {"ports", registerPorts},         {"system", registerSystem},
+      {"ports", registerPorts}, {"ports", registerDirectories},         {"system", registerSystem},
       {"tensor", registerTensorCreation}, {"tensor", registerTensorMath},
       {"tensor", registerTensorReduction}, {"tensor", registerTensorShape},
       {"tensor", registerTensorIndexing}, {"tensor", registerTensorLinalg},
@@ -23,7 +23,7 @@ void registerAllBuiltins(Interp& in) {
       {"nn", registerAveragedModels}, {"nn", registerSerialize},
       {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript}, {"formats", registerJit},
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataIO}, {"metrics", registerMetrics},
-      {"display", registerImages}, {"display", registerHtml},
+      {"display", registerImages}, {"display", registerHtml}, {"images", registerImageFiles},
 #ifdef PURPLE_HAVE_PLOT
       {"plot", registerPlot},
 #endif

@@ -22,6 +22,7 @@ void registerVectors(Registry& r);        // vectors and bytevectors
 void registerHashTables(Registry& r);
 void registerRecords(Registry& r);
 void registerPorts(Registry& r);          // ports, read, write, display, files
+void registerDirectories(Registry& r);    // directory-files, file-directory?
 void registerSystem(Registry& r);         // command-line, exit, time, environment, gc-stats, help
 
 // tensors
@@ -63,6 +64,7 @@ void registerAutograd(Registry& r);       // gradients, modes, hooks, custom fun
 // rich display, plots, TensorBoard (builtins/display, plot, tensorboard; prelude/38-display, 50-plot)
 void registerImages(Registry& r);         // tensor->png, save-png, image-grid
 void registerHtml(Registry& r);           // tensor->html
+void registerImageFiles(Registry& r);     // read-image, write-png, write-jpeg (builtins/io/images.cpp)
 void registerPlot(Registry& r);           // %plot-render (PLplot), when built with PLplot
 void registerTensorBoard(Registry& r);    // summary-writer, add-scalar ..., when built with protobuf
 // distributed training (builtins/distributed/; when built with c10d + Gloo: PURPLE_HAVE_DISTRIBUTED)

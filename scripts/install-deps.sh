@@ -6,6 +6,8 @@ packages=(
   # the core: compiler, LibTorch, the collector, bignums, line editing, BLAS
   g++ cmake make pkg-config libtorch-dev libgc-dev libgmp-dev doctest-dev libedit-dev
   libopenblas0-openmp zlib1g-dev
+  # image files: read-image, write-png, write-jpeg
+  libjpeg62-turbo-dev libpng-dev
   # interop tests and data
   python3-torch dataset-fashion-mnist
   # the char-level GPT example's corpus (/usr/share/games/fortunes)

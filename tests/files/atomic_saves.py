@@ -32,6 +32,8 @@ writers = {
     "arrays.npz": '(save-npz (list (cons "x" (tensor-ones 3))) "%s")',
     "zipped.npz": '(save-npz (list (cons "x" (tensor-ones 3))) "%s" :compressed #t)',
     "image.png": '(save-png (tensor-zeros 3 4 4) "%s")',
+    "written.png": '(write-png (tensor-zeros 3 4 4 :dtype (quote uint8)) "%s")',
+    "written.jpg": '(write-jpeg (tensor-zeros 3 4 4 :dtype (quote uint8)) "%s")',
 }
 if subprocess.run([purple, "-e", "(procedure? save-plot)"], capture_output=True, text=True).stdout.strip() == "#t":
     writers["plot.svg"] = '(save-plot (plot (list 1 2 3)) "%s")'
