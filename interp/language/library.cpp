@@ -226,9 +226,7 @@ void loadLibrary(Interp& in, Value name) {
   if (!loaded(st, name)) st->libraries = cons(cons(name, Value::t()), st->libraries);   // a plain file without define-library
 }
 
-ImportSet resolveImportSet(Interp& in, Value set, Interp::GlobalMap* system);
-
-// The bindings of a standard library that SET names, for only, prefix and rename.
+// Every binding of the system namespace: what prefix gives a standard library's names.
 ImportBindings systemBindings(Interp::GlobalMap* system) {
   ImportBindings out;
   for (auto& kv : *system)

@@ -16,7 +16,7 @@ from PIL import Image
 from torchvision.io import ImageReadMode, read_image
 from torchvision.models._meta import _IMAGENET_CATEGORIES
 
-from vision_common import LIB, ROOT, check, close, finish, temp_dir
+from vision_common import ROOT, check, close, finish, temp_dir
 
 torch.set_grad_enabled(False)
 purple = sys.argv[1]
@@ -48,21 +48,9 @@ preprocess = T.Compose([T.Resize(256, antialias=True), T.CenterCrop(224), T.Conv
 logits = model(preprocess(read_image(jpeg, ImageReadMode.RGB)).unsqueeze(0))
 top = torch.topk(torch.softmax(logits[0], -1), 5)
 
-# The example as a user runs it. Until (import (purple vision)) finds lib/purple/vision.sld by
-# itself, the library is loaded first through a two-line driver with the same command line.
+# The example as a user runs it.
 logits_file = os.path.join(d, "logits.npy")
-args = [jpeg, weights, "--logits", logits_file]
-probe = subprocess.run([purple, "-e", "(begin (import (purple vision)) (procedure? resnet50))"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-if probe.stdout.strip() == "#t":
-    cmd = [purple, example] + args
-else:
-    driver = os.path.join(d, "classify-image.purple")
-    with open(driver, "w") as f:
-        f.write('(load "%s")\n(load "%s")\n' % (LIB, example))
-    os.symlink(classes_file, os.path.join(d, "imagenet-classes.txt"))
-    cmd = [purple, driver] + args
-    print("(import (purple vision)) does not load lib/ yet: the library is loaded by a driver")
+cmd = [purple, example, jpeg, weights, "--logits", logits_file]
 p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=900)
 print(p.stdout)
 if p.returncode != 0:

@@ -52,7 +52,8 @@ train = [records["data_batch_%d.bin" % k] for k in range(1, 6)]
 np.save(os.path.join(d, "cifar-train-images.npy"), np.concatenate([p for _, p in train]).reshape(-1, 3, 32, 32))
 np.save(os.path.join(d, "cifar-train-labels.npy"), np.concatenate([l for l, _ in train]).astype(np.int64))
 np.save(os.path.join(d, "cifar-test-images.npy"), records["test_batch.bin"][1].reshape(-1, 3, 32, 32))
-open(os.path.join(d, "bad.bin"), "wb").write(bytes(3073 * 2 + 5))
+os.makedirs(os.path.join(d, "bad"))
+open(os.path.join(d, "bad", "test_batch.bin"), "wb").write(bytes(3073 * 2 + 5))
 
 out = run_purple(purple, "datasets.purple", d)
 got = out.splitlines()

@@ -12,7 +12,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-LIB = os.path.join(ROOT, "lib", "purple", "vision", "all.purple")
 
 failures = []
 
@@ -30,8 +29,8 @@ def temp_dir():
 
 
 def run_purple(purple, script, *args, timeout=1200):
-    """Runs tests/vision/SCRIPT with ARGS; the script finds the library as its first argument."""
-    p = subprocess.run([purple, os.path.join(HERE, script), LIB] + [str(a) for a in args],
+    """Runs tests/vision/SCRIPT with ARGS; the script imports (purple vision), built into purple."""
+    p = subprocess.run([purple, os.path.join(HERE, script)] + [str(a) for a in args],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout)
     if p.returncode != 0:
         print(p.stdout[-4000:])
