@@ -1,6 +1,7 @@
 #include "builtins/formats/pickler.hpp"
 #include "builtins/formats/format_error.hpp"
 #include <cstring>
+#include <unordered_map>
 
 namespace purple::formats {
 
@@ -10,6 +11,8 @@ class Writer {
  public:
   explicit Writer(const StorageIdFn& ids) : ids_(ids) {}
   std::string out;
+  // keyed by address, holding each object so that no later temporary can reuse its address
+  std::unordered_map<const PyObject*, std::pair<uint32_t, PyRef>> memo_;
 
   void op(uint8_t c) { out.push_back(char(c)); }
   void le(uint64_t v, int n) {
@@ -51,7 +54,28 @@ class Writer {
     op('R');
   }
 
+  // Containers reached again (shared structure) are memo GETs of their first writing.
   void write(const PyRef& o, int depth) {
+    bool shareable = o->type == PyType::List || o->type == PyType::Tuple || o->type == PyType::Dict;
+    if (shareable) {
+      auto it = memo_.find(o.get());
+      if (it != memo_.end()) {
+        uint32_t index = it->second.first;
+        if (index < 256) op('h'), le(index, 1);   // BINGET
+        else op('j'), le(index, 4);               // LONG_BINGET
+        return;
+      }
+    }
+    writeNew(o, depth);
+    if (shareable) {
+      uint32_t index = uint32_t(memo_.size());
+      if (index < 256) op('q'), le(index, 1);   // BINPUT
+      else op('r'), le(index, 4);               // LONG_BINPUT
+      memo_.emplace(o.get(), std::make_pair(index, o));
+    }
+  }
+
+  void writeNew(const PyRef& o, int depth) {
     if (depth > 10000) fail("data nested more than 10000 levels deep (or circular)");
     switch (o->type) {
       case PyType::None: return op('N');

@@ -161,7 +161,21 @@ bool isNamedAlist(Value v) {
   return isList(v);
 }
 
-PyRef back(Value v, const std::string& who, int depth) {
+// Purple values to Python objects. A list, vector or hash table reached twice becomes one Python
+// object reached twice, which the pickler writes once (memo GET/PUT): saving what a shared
+// structure loaded with torch-load keeps its size, instead of expanding every reference.
+struct Backer {
+  const std::string& who;
+  std::unordered_map<uint64_t, PyRef> memo;
+  PyRef back(Value v, int depth) {
+    if (!v.isObject() || !(isPair(v) || v.is(Kind::Vector) || isHashTable(v))) return convert(v, depth);
+    auto it = memo.find(v.bits);
+    if (it != memo.end()) return it->second;
+    PyRef o = convert(v, depth);
+    memo.emplace(v.bits, o);
+    return o;
+  }
+  PyRef convert(Value v, int depth) {
   if (depth > kMaxDepth) tooDeep(who);
   if (v.isUnspecified()) return PyObject::none();
   if (v.isBool()) return PyObject::boolean(v.isTrue());
@@ -198,23 +212,23 @@ PyRef back(Value v, const std::string& who, int depth) {
     auto* h = v.as<HashTable>();
     PyRef d = PyObject::dict();
     for (uint32_t i = 0; i < h->entryUsed; i++)
-      if (!h->entries[2 * i].isUnbound()) d->entries.emplace_back(back(h->entries[2 * i], who, depth + 1), back(h->entries[2 * i + 1], who, depth + 1));
+      if (!h->entries[2 * i].isUnbound()) d->entries.emplace_back(back(h->entries[2 * i], depth + 1), back(h->entries[2 * i + 1], depth + 1));
     return d;
   }
   if (isNamedAlist(v)) {
     PyRef d = PyObject::dict();
-    for (Value p = v; isPair(p); p = cdr(p)) d->entries.emplace_back(back(car(car(p)), who, depth + 1), back(cdr(car(p)), who, depth + 1));
+    for (Value p = v; isPair(p); p = cdr(p)) d->entries.emplace_back(back(car(car(p)), depth + 1), back(cdr(car(p)), depth + 1));
     return d;
   }
   if (v.isNil() || isList(v)) {
     PyRef l = PyObject::list({});
-    for (Value p = v; isPair(p); p = cdr(p)) l->items.push_back(back(car(p), who, depth + 1));
+    for (Value p = v; isPair(p); p = cdr(p)) l->items.push_back(back(car(p), depth + 1));
     return l;
   }
   if (v.is(Kind::Vector)) {
     auto* vec = v.as<Vector>();
     PyRef t = PyObject::tuple({});
-    for (uint32_t k = 0; k < vec->extra; k++) t->items.push_back(back(vec->items[k], who, depth + 1));
+    for (uint32_t k = 0; k < vec->extra; k++) t->items.push_back(back(vec->items[k], depth + 1));
     return t;
   }
   if (isModule(v)) throwError("type-error", who + ": cannot save a module itself; save its state: (state-dict m)");
@@ -223,10 +237,11 @@ PyRef back(Value v, const std::string& who, int depth) {
                                " (tensors, numbers, booleans, strings, bytevectors, lists, vectors, hash tables, alists and "
                                "the unspecified value, which is None, can be saved)");
 }
+};
 
 }  // namespace
 
 Value toPurple(const PyRef& o) { return Converter().convert(o, 0); }
-PyRef toPython(Value v, const std::string& who) { return back(v, who, 0); }
+PyRef toPython(Value v, const std::string& who) { return Backer{who, {}}.back(v, 0); }
 
 }  // namespace purple::formats

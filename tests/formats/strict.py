@@ -90,6 +90,7 @@ if mode == "gen":
             f.write(data)
         emit(name, 1, 1)
         emit(name + "-unsafe", 1, 1)
+    emit("laughs-resaved", 1, 1, 1)   # torch-save of it: small, quick, shared again when loaded
     # A constructor called again and again on one shared 100,000-element list: each call copies it.
     copies = b"\x80\x02](K\x01" + b"2" * 99999 + b"eq\x000cbuiltins\nset\nq\x010" + b"h\x01h\x00\x85R0" * 20000 + b"N."
     write("copy-bomb.pt", pickle_zip(copies), word="memory bomb")
@@ -197,4 +198,12 @@ if mode == "gen":
         if loader == "torch-load":
             emit(name + "-unsafe", "file-error", 1)
 else:
-    pass
+    # torch-save kept the sharing: Python's torch.load gives one list object per level
+    x = torch.load(P("laughs-resaved.pt"))
+    depth = 0
+    while isinstance(x, list):
+        if len(x) != 10 or any(e is not x[0] for e in x):
+            sys.exit("laughs-resaved.pt: level %d is not ten references to one list" % depth)
+        x, depth = x[0], depth + 1
+    if depth != 10 or x != 1:
+        sys.exit("laughs-resaved.pt: %d levels, leaf %r" % (depth, x))
