@@ -453,6 +453,8 @@ struct Analyzer {
     n->defaults = nullptr;
     n->name = name.isFalse() ? name : baseSymbol(name);
     n->pos = pos;
+    n->outer = scope->lambda ? scope->lambda->node : nullptr;
+    info.node = n;
     enum { Req, Opt, Key, Rest } mode = Req;
     ValueVec defaults, keys;
     Value restName = Value::f();

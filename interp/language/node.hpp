@@ -72,6 +72,7 @@ struct LambdaNode : Node {
   Value doc;                         // docstring (first body form when more follow) or #f
   Value params;                      // the parameter list as written, for help
   SourcePos pos;
+  LambdaNode* outer;                 // the lambda whose body holds this one; nullptr at top level
 };
 
 // Values an eval activation's own frame buffer holds: a closure whose frame needs no more, and

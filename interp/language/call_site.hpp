@@ -1,0 +1,51 @@
+// Which line of the user's program is running: the innermost call record written outside the
+// prelude, and the closure whose body holds it. Tensor origins and the operator profiler credit
+// their work to it, so a tensor made deep inside a library procedure is credited to the user's
+// line that called that procedure.
+#pragma once
+#include "interp/core/interp.hpp"
+#include "interp/language/node.hpp"
+#include <string>
+
+namespace purple {
+
+inline bool isUserCall(const Node* n) {
+  return n && n->kind == Kind::Node && n->op() == Op::App && !(n->flags & kAppInPrelude) &&
+         static_cast<const AppNode*>(n)->pos.line > 0;
+}
+
+// The innermost user call in IN's records, or nullptr; *at is its record.
+inline const AppNode* innermostUserCall(const Interp& in, int64_t* at) {
+  for (int64_t i = in.depth; i >= 1; i--) {
+    const Interp::CallRecord& r = in.callStack[i];
+    if (isUserCall(r.node) || isUserCall(r.userCall)) {
+      *at = i;
+      return static_cast<const AppNode*>(isUserCall(r.node) ? r.node : r.userCall);
+    }
+  }
+  return nullptr;
+}
+
+// The closure running the body that holds the call of record AT (the nearest closure call below
+// it), or #f at top level.
+inline Value enclosingClosure(const Interp& in, int64_t at) {
+  for (int64_t i = at - 1; i >= 1; i--)
+    if (in.callStack[i].proc.is(Kind::Closure)) return in.callStack[i].proc;
+  return Value::f();
+}
+
+// A closure's name, and for one defined inside another procedure (a named let's loop, an
+// internal define, a lambda) the name of the nearest named procedure around it: "loop in train".
+inline std::string procedureLabel(Value closure) {
+  if (!closure.is(Kind::Closure)) return "<top level>";
+  std::string label = describeProcedure(closure);
+  for (const LambdaNode* o = closure.as<Closure>()->code->outer; o; o = o->outer)
+    if (isSymbol(o->name)) return label + " in " + std::string(symbolName(o->name));
+  return label;
+}
+
+inline std::string positionFile(const SourcePos& p) {
+  return isString(p.file) ? std::string(stringView(p.file)) : "<input>";
+}
+
+}  // namespace purple
