@@ -92,7 +92,7 @@ std::string currentSiteText() {
   int64_t at = 0;
   const AppNode* app = innermostUserCall(*in, &at);
   if (!app) return "";
-  return positionFile(app->pos) + ":" + std::to_string(app->pos.line) + " (" + procedureLabel(enclosingClosure(*in, at)) + ")";
+  return positionFile(app->pos) + ":" + std::to_string(app->pos.line) + " (" + procedureOfCall(app) + ")";
 }
 
 struct EventContext : at::ObserverContext {
@@ -105,7 +105,10 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   e.name = fn.name();
   e.thread = fn.threadId();
   e.sequence = fn.seqNr();
-  e.backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
+  // The engine's wrapper around each backward node is recorded as a plain function with the
+  // node's sequence number: it belongs to the backward pass too.
+  e.backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ||
+               e.name.rfind("autograd::engine::evaluate_function", 0) == 0;
   std::string site = e.backward ? "" : currentSiteText();
   std::lock_guard<std::mutex> g(gLock);
   OpProfile* p = gActive;
@@ -116,7 +119,9 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     if (it != p->forwardSite.end()) e.site = it->second;
   } else if (!site.empty()) {
     e.site = siteId(*p, site);
-    if (e.sequence >= 0 && !p->forwardSite.count(e.sequence)) p->forwardSite.emplace(e.sequence, e.site);
+    // Every operator shares the next sequence number until one makes an autograd node, which
+    // takes it: the last operator to start with a number is the forward of its backward node.
+    if (e.sequence >= 0) p->forwardSite[e.sequence] = e.site;
   }
   e.parent = tOpen.empty() ? -1 : tOpen.back();
   e.startNs = nowNs();

@@ -12,7 +12,7 @@ namespace {
 Value text(const std::string& s) { return s.empty() ? Value::f() : makeString(s); }
 
 Value frameValue(const ProfiledFrame& f) {
-  Value v = makeVector(6);
+  Value v = makeVector(7);
   Value* e = v.as<Vector>()->items;
   e[0] = makeString(f.name);
   e[1] = text(f.defFile);
@@ -20,19 +20,21 @@ Value frameValue(const ProfiledFrame& f) {
   e[3] = text(f.siteFile);
   e[4] = makeInteger(f.siteLine);
   e[5] = Value::boolean(f.siteInPrelude);
+  e[6] = text(f.siteProcedure);
   return v;
 }
 
 Value stackValue(const ProfiledStack& s) {
   Value frames = Value::nil();
   for (size_t i = s.frames.size(); i-- > 0;) frames = cons(frameValue(s.frames[i]), frames);
-  Value v = makeVector(5);
+  Value v = makeVector(6);
   Value* e = v.as<Vector>()->items;
   e[0] = makeInteger(s.count);
   e[1] = Value::boolean(s.truncated);
   e[2] = text(s.leafFile);
   e[3] = makeInteger(s.leafLine);
   e[4] = frames;
+  e[5] = text(s.leafProcedure);
   return v;
 }
 
@@ -48,8 +50,9 @@ void registerSampling(Registry& r) {
     Value items[] = {result, makeInteger(p.samples), makeInteger(p.dropped), stacks};
     return listFromArray(items, 4);
   }, "Internal: calls THUNK while sampling the call stack every INTERVAL seconds; returns (VALUE\n"
-     "SAMPLES DROPPED STACKS), each stack #(COUNT TRUNCATED? LEAF-FILE LEAF-LINE FRAMES), each frame\n"
-     "#(NAME DEF-FILE DEF-LINE CALL-FILE CALL-LINE CALL-IN-PRELUDE?), outermost first.");
+     "SAMPLES DROPPED STACKS), each stack #(COUNT TRUNCATED? LEAF-FILE LEAF-LINE FRAMES\n"
+     "LEAF-PROCEDURE), each frame #(NAME DEF-FILE DEF-LINE CALL-FILE CALL-LINE CALL-IN-PRELUDE?\n"
+     "CALL-PROCEDURE), outermost first.");
   sandbox(r, "%profile-run", Needs::Process, "the process: a timer and its signal (SIGPROF), one profile at a time");
 }
 

@@ -258,6 +258,7 @@ struct Analyzer {
     if (argc == SIZE_MAX) syntaxError("improper argument list in call", x);
     auto* n = node<AppNode>(Op::App, argc * sizeof(Node*));
     n->pos = pos;
+    n->owner = scope->lambda ? scope->lambda->node : nullptr;
     if (in.loadingPrelude) n->flags |= kAppInPrelude;
     n->argc = uint32_t(argc);
     n->appArgMask = 0;
@@ -679,6 +680,7 @@ struct Analyzer {
     Node* binder = letNode({slot}, NodeVec{fn}, ref);
     auto* app = node<AppNode>(Op::App, inits.size() * sizeof(Node*));
     app->pos = pos;
+    app->owner = scope->lambda ? scope->lambda->node : nullptr;
     if (in.loadingPrelude) app->flags |= kAppInPrelude;
     app->fn = binder;
     app->argc = uint32_t(inits.size());

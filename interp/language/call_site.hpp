@@ -26,23 +26,20 @@ inline const AppNode* innermostUserCall(const Interp& in, int64_t* at) {
   return nullptr;
 }
 
-// The closure running the body that holds the call of record AT (the nearest closure call below
-// it), or #f at top level.
-inline Value enclosingClosure(const Interp& in, int64_t at) {
-  for (int64_t i = at - 1; i >= 1; i--)
-    if (in.callStack[i].proc.is(Kind::Closure)) return in.callStack[i].proc;
-  return Value::f();
-}
-
-// A closure's name, and for one defined inside another procedure (a named let's loop, an
-// internal define, a lambda) the name of the nearest named procedure around it: "loop in train".
-inline std::string procedureLabel(Value closure) {
-  if (!closure.is(Kind::Closure)) return "<top level>";
-  std::string label = describeProcedure(closure);
-  for (const LambdaNode* o = closure.as<Closure>()->code->outer; o; o = o->outer)
+// A lambda's name, and for one defined inside another procedure (a named let's loop, an
+// internal define, a lambda) the name of the nearest named procedure around it: "loop in
+// train". nullptr is the top level.
+inline std::string lambdaLabel(const LambdaNode* l) {
+  if (!l) return "<top level>";
+  std::string label = isSymbol(l->name) ? std::string(symbolName(l->name)) : "anonymous procedure";
+  for (const LambdaNode* o = l->outer; o; o = o->outer)
     if (isSymbol(o->name)) return label + " in " + std::string(symbolName(o->name));
   return label;
 }
+
+// The procedure whose body holds the call APP, as lambdaLabel names it. (Lexical: a tail call
+// replaces its caller's record, so the records below cannot say it.)
+inline std::string procedureOfCall(const AppNode* app) { return lambdaLabel(app->owner); }
 
 inline std::string positionFile(const SourcePos& p) {
   return isString(p.file) ? std::string(stringView(p.file)) : "<input>";

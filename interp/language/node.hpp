@@ -108,6 +108,7 @@ struct AppNode : Node {
   SourcePos pos;
   AppShapeFn shape;                  // with kAppShaped
   Value expected;                    // the builtin `shape` assumes the operator names
+  LambdaNode* owner;                 // the lambda whose body holds this call; nullptr at top level
   Node* args[1];
 };
 

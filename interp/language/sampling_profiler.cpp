@@ -135,12 +135,13 @@ ProfiledStack resolve(const Sampler& s, const StackSlot& slot) {
       if (app->pos.line > 0 && !(app->flags & kAppInPrelude)) {
         out.leafFile = positionFile(app->pos);
         out.leafLine = app->pos.line;
+        out.leafProcedure = procedureOfCall(app);
       }
       continue;
     }
     if (!isCallee(proc)) continue;
     ProfiledFrame f;
-    f.name = proc.is(Kind::Closure) ? procedureLabel(proc) : describeProcedure(proc);
+    f.name = proc.is(Kind::Closure) ? lambdaLabel(proc.as<Closure>()->code) : describeProcedure(proc);
     if (proc.is(Kind::Closure)) {
       const LambdaNode* l = proc.as<Closure>()->code;
       if (l->pos.line > 0) {
@@ -151,11 +152,13 @@ ProfiledStack resolve(const Sampler& s, const StackSlot& slot) {
     if (app->pos.line > 0) {
       f.siteFile = positionFile(app->pos);
       f.siteLine = app->pos.line;
+      f.siteProcedure = procedureOfCall(app);
     }
     f.siteInPrelude = app->flags & kAppInPrelude;
     out.frames.push_back(std::move(f));
     out.leafFile.clear();                        // a marker counts only above the innermost frame
     out.leafLine = 0;
+    out.leafProcedure.clear();
   }
   return out;
 }

@@ -16,6 +16,7 @@ struct ProfiledFrame {
   int defLine = 0;
   std::string siteFile;              // the call's position
   int siteLine = 0;
+  std::string siteProcedure;         // the procedure whose body holds the call
   bool siteInPrelude = false;        // the call is written in the prelude
 };
 
@@ -25,6 +26,7 @@ struct ProfiledStack {
   std::vector<ProfiledFrame> frames; // outermost first
   std::string leafFile;              // the call whose arguments the innermost frame was evaluating, if any
   int leafLine = 0;
+  std::string leafProcedure;
 };
 
 struct ProfileResult {

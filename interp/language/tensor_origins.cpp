@@ -60,13 +60,16 @@ std::unordered_map<const TensorObj*, uint32_t> gCells; // live tensor cells -> s
 std::unordered_map<const c10::StorageImpl*, StorageRecord> gStorages;
 size_t gStoragesAtLastPrune = 0;
 
-// The unboxed result noted by noteUnboxedTensorSite, for the cell made next.
+// The unboxed result noted by noteUnboxedTensorSite, for the cell made next. Held weakly: the
+// TensorImpl's memory then stays allocated, so a later tensor cannot take its address and be
+// mistaken for it after the noted one was consumed without a cell (an argument of another op).
+using WeakTensorImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+using StrongTensorImpl = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 thread_local const AppNode* tPendingApp = nullptr;
-thread_local const c10::TensorImpl* tPendingTensor = nullptr;
+thread_local WeakTensorImpl tPendingTensor{StrongTensorImpl()};
 
-uint32_t siteFor(const Interp& in, const AppNode* app, int64_t at) {
-  Value proc = app ? enclosingClosure(in, at) : Value::f();
-  const LambdaNode* lambda = proc.is(Kind::Closure) ? proc.as<Closure>()->code : nullptr;
+uint32_t siteFor(const AppNode* app) {
+  const LambdaNode* lambda = app ? app->owner : nullptr;
   SiteKey key{app, lambda};
   auto it = gSiteIds.find(key);
   if (it != gSiteIds.end()) return it->second;
@@ -76,7 +79,7 @@ uint32_t siteFor(const Interp& in, const AppNode* app, int64_t at) {
     s.line = app->pos.line;
     s.col = app->pos.col;
   }
-  s.procedure = procedureLabel(proc);
+  s.procedure = app ? procedureOfCall(app) : "<top level>";
   auto** root = static_cast<void**>(GC_MALLOC_UNCOLLECTABLE(2 * sizeof(void*)));
   if (root) {
     root[0] = const_cast<AppNode*>(app);
@@ -93,15 +96,16 @@ uint32_t siteFor(const Interp& in, const AppNode* app, int64_t at) {
 uint32_t currentSite(const TensorObj* cell) {
   Interp* in = Interp::current();
   if (!in) return 0;
-  if (tPendingApp && tPendingTensor == cell->tensor.unsafeGetTensorImpl()) {
+  if (tPendingApp && tPendingTensor._unsafe_get_target() == cell->tensor.unsafeGetTensorImpl()) {
     const AppNode* app = tPendingApp;
     tPendingApp = nullptr;
+    tPendingTensor.reset();
     // the unboxed call's record is gone: its enclosing closure is the innermost one now
-    if (!(app->flags & kAppInPrelude)) return siteFor(*in, app, in->depth + 1);
+    if (!(app->flags & kAppInPrelude)) return siteFor(app);
   }
   int64_t at = 0;
   const AppNode* app = innermostUserCall(*in, &at);
-  return app ? siteFor(*in, app, at) : 0;
+  return app ? siteFor(app) : 0;
 }
 
 // Drops the records of storages nobody holds any more, so a long recording stays small.
@@ -152,8 +156,8 @@ void setRecordingTensorOrigins(bool on) {
 }
 
 void noteUnboxedTensorSite(const AppNode* app, const at::Tensor& result) {
-  tPendingApp = app;
-  tPendingTensor = result.defined() ? result.unsafeGetTensorImpl() : nullptr;
+  tPendingApp = result.defined() ? app : nullptr;
+  tPendingTensor = WeakTensorImpl(result.defined() ? result.getIntrusivePtr() : StrongTensorImpl());
 }
 
 OriginReport tensorOriginReport() {

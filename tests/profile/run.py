@@ -52,8 +52,9 @@ def memory(purple, tmp):
     if top:
         check(top.group(1) == "leak.purple" and int(top.group(2)) == graph_line and top.group(3) == "forward",
               f"the largest memory is forward's matmul line (leak.purple:{graph_line}), held by graphs: {top.groups()}")
-        # 20 graphs kept, each saving the [64 1024] float activation of relu: at least 20 * 256 KiB
-        check(int(top.group(4)) >= 20 * 64 * 1024 * 4, "its bytes are held by autograd graphs")
+        # 20 graphs kept, each saving the [64 1024] float activation of relu (256 KiB); a cell or two
+        # may still be alive (the collector scans the stack conservatively), so at least 15 of them
+        check(int(top.group(4)) >= 15 * 64 * 1024 * 4, "its bytes are held by autograd graphs")
     table = out.split("DIFFTOP")[0]
     check(re.search(rf"leak\.purple:{loss_line}\s+loop in train-keeping-tensors", table) is not None,
           f"the graphs' holders are the losses made at leak.purple:{loss_line} in train-keeping-tensors")
@@ -80,7 +81,7 @@ def sampling(purple, tmp):
     rows = [l for l in procedures.splitlines() if "%" in l and "samples" not in l]
     # busy-sum's body is a named let in tail position: its loop replaces it on the stack, and is
     # named after it
-    check(any("loop in busy-sum (hot.purple:4)" in l and float(l.split()[3].rstrip("%")) > 50 for l in rows),
+    check(any("loop in busy-sum (hot.purple:4)" in l and float(l.split()[5].rstrip("%")) > 50 for l in rows),
           "busy-sum's loop is on the stack in most samples (cumulative)")
     line_rows = [l for l in lines.splitlines() if re.match(r"\s*[\d.]+ s", l)]
     check(bool(line_rows) and f"hot.purple:{hot_line}" in line_rows[0],
