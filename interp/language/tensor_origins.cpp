@@ -13,12 +13,18 @@
 #include "interp/core/gc.hpp"
 #include "interp/language/call_site.hpp"
 #include "interp/memory/tensor_value.hpp"
+#include "interp/platform/torch_compat.hpp"
+#include <ATen/SequenceNumber.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <gc/gc.h>
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace purple {
@@ -51,8 +57,9 @@ struct StorageRecord {
 };
 
 // Everything below is guarded by gLock: cells are made on the interpreter's thread, but a
-// finalizer may run on whichever thread collected.
-std::mutex gLock;
+// finalizer may run on whichever thread collected. Recursive: a storage freed while the report
+// holds it reports its free to the allocation recorder.
+std::recursive_mutex gLock;
 std::vector<Site> gSites{Site{}};                      // 0: position unknown
 std::unordered_map<SiteKey, uint32_t, SiteKeyHash> gSiteIds;
 std::vector<void**> gSiteRoots;                        // keep the nodes of each key alive (no reuse of an address)
@@ -118,7 +125,7 @@ void pruneStorages() {
 void cellMade(TensorObj* cell) {
   const at::Tensor& t = cell->tensor;
   if (!t.defined()) return;
-  std::lock_guard<std::mutex> g(gLock);
+  std::lock_guard<std::recursive_mutex> g(gLock);
   uint32_t site = currentSite(cell);
   gCells[cell] = site;
   if (!t.has_storage()) return;
@@ -132,20 +139,58 @@ void cellMade(TensorObj* cell) {
 }
 
 void cellDropped(TensorObj* cell) {
-  std::lock_guard<std::mutex> g(gLock);
+  std::lock_guard<std::recursive_mutex> g(gLock);
   gCells.erase(cell);
 }
 
 const TensorCellObserver kObserver{cellMade, cellDropped};
 
+// Every CPU allocation on the recording thread, through LibTorch's memory reports (the hook its
+// profiler uses): storage that LibTorch makes inside one call, where no cell sees it (a built-in
+// layer's activations inside a sequential model), is still credited to the user's line. The
+// autograd sequence number at the allocation is that of the node the allocating operator makes,
+// which is how an allocation no value uses is found to belong to a live tensor's graph.
+struct AllocRecord {
+  uint32_t site;
+  int64_t bytes;
+  uint64_t sequence;
+};
+std::unordered_map<const void*, AllocRecord> gAllocs;
+
+class AllocationRecorder final : public c10::MemoryReportingInfoBase {
+ public:
+  void reportMemoryUsage(void* ptr, int64_t size, compat::MemoryReportTotal, compat::MemoryReportTotal, c10::Device) override {
+    if (!ptr || !recordingTensorOrigins()) return;
+    std::lock_guard<std::recursive_mutex> g(gLock);
+    if (size <= 0) {
+      gAllocs.erase(ptr);
+      return;
+    }
+    Interp* in = Interp::current();
+    int64_t at = 0;
+    const AppNode* app = in ? innermostUserCall(*in, &at) : nullptr;
+    gAllocs[ptr] = AllocRecord{app ? siteFor(app) : 0, size, at::sequence_number::peek()};
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+};
+std::thread::id gRecordingThread;
+
 }  // namespace
 
 void setRecordingTensorOrigins(bool on) {
-  std::lock_guard<std::mutex> g(gLock);
+  std::lock_guard<std::recursive_mutex> g(gLock);
   if (on == gRecordingTensorOrigins.load()) return;
   gRecordingTensorOrigins.store(on);
   setTensorCellObserver(on ? &kObserver : nullptr);
-  if (on) return;
+  if (on) {
+    gRecordingThread = std::this_thread::get_id();
+    c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<AllocationRecorder>());
+    return;
+  }
+  if (gRecordingThread == std::this_thread::get_id() &&
+      dynamic_cast<AllocationRecorder*>(c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE).get()))
+    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+  gAllocs.clear();
   gCells.clear();
   gStorages.clear();
   gStoragesAtLastPrune = 0;
@@ -162,13 +207,15 @@ void noteUnboxedTensorSite(const AppNode* app, const at::Tensor& result) {
 
 OriginReport tensorOriginReport() {
   gcCollectNow();   // dead cells finalized: what is left in gCells is alive
-  std::lock_guard<std::mutex> g(gLock);
+  std::lock_guard<std::recursive_mutex> g(gLock);
   pruneStorages();
   std::unordered_map<const c10::StorageImpl*, bool> usedByValue;
   // Every node reachable from a live tensor's grad_fn, with the site of the first such tensor.
   std::unordered_map<const torch::autograd::Node*, uint32_t> graphOwner;
   std::vector<int64_t> tensorsAt(gSites.size(), 0);
   std::vector<const torch::autograd::Node*> work;
+  std::unordered_map<uint64_t, uint32_t> sequenceOwner;   // node sequence number -> root site
+  std::unordered_map<const void*, bool> leafData;         // storage of the graphs' leaves
   for (auto& [cell, site] : gCells) {
     const at::Tensor& t = cell->tensor;
     if (!t.defined()) continue;
@@ -181,6 +228,13 @@ OriginReport tensorOriginReport() {
     while (!work.empty()) {
       const torch::autograd::Node* n = work.back();
       work.pop_back();
+      // A leaf (a parameter) is reachable too, but its owner holds it, not the graph; and it may
+      // have been made at a sequence number that a node of the graph took later.
+      if (auto* acc = dynamic_cast<const torch::autograd::AccumulateGrad*>(n)) {
+        if (acc->variable.defined() && acc->variable.has_storage()) leafData[acc->variable.storage().data()] = true;
+        continue;
+      }
+      sequenceOwner.emplace(n->sequence_nr(), site);
       for (const torch::autograd::Edge& e : n->next_edges()) {
         const torch::autograd::Node* next = e.function.get();
         if (next && graphOwner.emplace(next, site).second) work.push_back(next);
@@ -188,10 +242,19 @@ OriginReport tensorOriginReport() {
     }
   }
   std::vector<OriginRow> rows(gSites.size()), holders(gSites.size());
+  std::unordered_map<const void*, bool> storageData;   // data of the storages counted below
+  auto graphRootOf = [&](const void* data) -> int64_t {
+    auto a = gAllocs.find(data);
+    if (a == gAllocs.end()) return -1;
+    auto s = sequenceOwner.find(a->second.sequence);
+    return s == sequenceOwner.end() ? -1 : int64_t(s->second);
+  };
   for (auto& [impl, rec] : gStorages) {
     auto strong = rec.storage.lock();
     if (!strong) continue;
     int64_t bytes = int64_t(strong->nbytes());
+    const void* data = strong->data_ptr().get();
+    if (data) storageData[data] = true;
     OriginRow& row = rows[rec.site];
     if (usedByValue.count(impl)) {
       row.valueBytes += bytes;
@@ -199,11 +262,24 @@ OriginReport tensorOriginReport() {
     }
     std::shared_ptr<torch::autograd::Node> producer = rec.producer.lock();
     auto owner = producer ? graphOwner.find(producer.get()) : graphOwner.end();
-    if (owner != graphOwner.end()) {
+    int64_t root = owner != graphOwner.end() ? int64_t(owner->second) : leafData.count(data) ? -1 : graphRootOf(data);
+    if (root >= 0) {
       row.graphBytes += bytes;
-      holders[owner->second].graphBytes += bytes;
+      holders[size_t(root)].graphBytes += bytes;
     } else {
       row.otherBytes += bytes;
+    }
+  }
+  // Allocations no cell ever held: made inside one LibTorch call.
+  for (auto& [data, alloc] : gAllocs) {
+    if (storageData.count(data)) continue;
+    OriginRow& row = rows[alloc.site];
+    auto s = leafData.count(data) ? sequenceOwner.end() : sequenceOwner.find(alloc.sequence);
+    if (s != sequenceOwner.end()) {
+      row.graphBytes += alloc.bytes;
+      holders[s->second].graphBytes += alloc.bytes;
+    } else {
+      row.otherBytes += alloc.bytes;
     }
   }
   auto finish = [&](std::vector<OriginRow>& v, bool withTensors) {
