@@ -109,14 +109,16 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   // node's sequence number: it belongs to the backward pass too.
   e.backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ||
                e.name.rfind("autograd::engine::evaluate_function", 0) == 0;
-  std::string site = e.backward ? "" : currentSiteText();
+  std::string site = currentSiteText();
   std::lock_guard<std::mutex> g(gLock);
   OpProfile* p = gActive;
   if (!p) return nullptr;
   if (p->recordShapes) e.shapes = shapesOf(fn);
-  if (e.backward) {
-    auto it = p->forwardSite.find(e.sequence);
-    if (it != p->forwardSite.end()) e.site = it->second;
+  auto forward = e.backward ? p->forwardSite.find(e.sequence) : p->forwardSite.end();
+  if (forward != p->forwardSite.end()) {
+    e.site = forward->second;
+  } else if (e.backward) {
+    if (!site.empty()) e.site = siteId(*p, site);   // the line that called backward
   } else if (!site.empty()) {
     e.site = siteId(*p, site);
     // Every operator shares the next sequence number until one makes an autograd node, which
