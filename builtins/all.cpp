@@ -24,6 +24,7 @@ void registerAllBuiltins(Interp& in) {
       {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript}, {"formats", registerJit},
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataIO}, {"metrics", registerMetrics},
       {"display", registerImages}, {"display", registerHtml}, {"images", registerImageFiles},
+      {"profile", registerTensorMemory}, {"profile", registerSampling}, {"profile", registerOpProfiler},
 #ifdef PURPLE_HAVE_PLOT
       {"plot", registerPlot},
 #endif

@@ -67,6 +67,10 @@ void registerHtml(Registry& r);           // tensor->html
 void registerImageFiles(Registry& r);     // read-image, write-png, write-jpeg (builtins/io/images.cpp)
 void registerPlot(Registry& r);           // %plot-render (PLplot), when built with PLplot
 void registerTensorBoard(Registry& r);    // summary-writer, add-scalar ..., when built with protobuf
+// profiling (builtins/profile/; prelude/60-profile)
+void registerTensorMemory(Registry& r);   // record-tensor-origins!, the rows of tensor-memory-report
+void registerSampling(Registry& r);       // the sampling profiler behind profile
+void registerOpProfiler(Registry& r);     // LibTorch's operator callbacks: with-profiler, Chrome traces
 // distributed training (builtins/distributed/; when built with c10d + Gloo: PURPLE_HAVE_DISTRIBUTED)
 void registerDistGroups(Registry& r);       // dist-init, ranks, sub-groups, dist-destroy
 void registerDistCollectives(Registry& r);  // collectives on tensors

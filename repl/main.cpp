@@ -39,6 +39,10 @@ const char* kUsage =
     "  --max-steps N         stop it after N procedure calls\n"
     "  --max-memory M        cap the collected heap at M bytes (suffixes K, M, G)\n"
     "  --max-tensor-bytes B  cap live tensor storage at B bytes (suffixes K, M, G)\n"
+    "  --profile FILE ARGS...  run FILE under the sampling profiler: time by procedure and line on\n"
+    "                  standard error, folded stacks in PREFIX.folded, a flame graph in PREFIX.svg\n"
+    "  --profile-out PREFIX    where --profile writes (default: purple-profile)\n"
+    "  --track-tensor-memory   record where every tensor is made, for (tensor-memory-report)\n"
     "  --install-kernel [--user|--system|--prefix DIR]\n"
     "                  register the Jupyter kernel (purple-kernel) for this user or everybody\n"
     "  --nproc-per-node N SCRIPT ARGS...   run SCRIPT as N ranks of a distributed job (purple-run --help)\n"
@@ -89,6 +93,16 @@ double parseSeconds(const std::string& text) {
   return used == text.size() && s > 0 && std::isfinite(s) ? s : -1;
 }
 
+// TEXT as a Purple string literal.
+std::string purpleString(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 // The script's text, read by the command itself: a sandboxed interpreter may not open files.
 bool readScript(const std::string& path, std::string& text) {
   std::ifstream f(path, std::ios::binary);
@@ -103,7 +117,8 @@ int run(const std::vector<std::string>& args) {
   using namespace purple;
   std::string script, expr, preload;
   std::vector<std::string> scriptArgs, libDirs;
-  bool sandbox = false;
+  bool sandbox = false, profile = false, trackTensorMemory = false;
+  std::string profilePrefix = "purple-profile";
   Limits budgets;
   int64_t heapLimit = 0;
   auto badValue = [](const std::string& option, const std::string& value) {
@@ -131,6 +146,12 @@ int run(const std::vector<std::string>& args) {
       libDirs.push_back(args[++i]);
     } else if (a == "--sandbox") {
       sandbox = true;
+    } else if (a == "--profile") {
+      profile = true;
+    } else if (a == "--profile-out" && i + 1 < args.size()) {
+      profilePrefix = args[++i];
+    } else if (a == "--track-tensor-memory") {
+      trackTensorMemory = true;
     } else if (a == "--max-seconds" || a == "--max-steps" || a == "--max-memory" || a == "--max-tensor-bytes") {
       if (i + 1 >= args.size()) return badValue(a, "");
       const std::string& v = args[++i];
@@ -148,6 +169,14 @@ int run(const std::vector<std::string>& args) {
     } else {
       script = a;
     }
+  }
+  if (profile && (script.empty() || sandbox)) {
+    std::cerr << "purple: --profile runs a FILE, without --sandbox\n";
+    return 2;
+  }
+  if (trackTensorMemory && sandbox) {
+    std::cerr << "purple: --track-tensor-memory changes a process-wide setting, which --sandbox forbids\n";
+    return 2;
   }
   if (sandbox && script.empty() && expr.empty()) {
     std::cerr << "purple: --sandbox runs a FILE or -e EXPR, not the REPL\n";
@@ -189,11 +218,13 @@ int run(const std::vector<std::string>& args) {
       // flushes them to zero unless PURPLE_FLUSH_DENORMAL=0. Embedding hosts decide for themselves.
       const char* ftz = std::getenv("PURPLE_FLUSH_DENORMAL");
       if (!sandbox && !(ftz && std::strcmp(ftz, "0") == 0)) in.eval("(set-flush-denormal! #t)", "<startup>");
+      if (trackTensorMemory) in.eval("(record-tensor-origins! #t)", "<startup>");
       if (!expr.empty()) {
         status = repl::evalAndPrint(in, expr, "<command line>", true) ? 0 : 1;
       } else if (!script.empty()) {
         try {
           if (sandbox) in.eval(scriptText, script);
+          else if (profile) in.eval("(%profile-script " + purpleString(script) + " " + purpleString(profilePrefix) + ")", "<profile>");
           else in.load(script);
         } catch (const Exit&) {
           throw;

@@ -261,6 +261,7 @@ struct Analyzer {
     if (argc == SIZE_MAX) syntaxError("improper argument list in call", x);
     auto* n = node<AppNode>(Op::App, argc * sizeof(Node*));
     n->pos = pos;
+    n->owner = scope->lambda ? scope->lambda->node : nullptr;
     if (in.loadingPrelude) n->flags |= kAppInPrelude;
     n->argc = uint32_t(argc);
     n->appArgMask = 0;
@@ -456,6 +457,8 @@ struct Analyzer {
     n->defaults = nullptr;
     n->name = name.isFalse() ? name : baseSymbol(name);
     n->pos = pos;
+    n->outer = scope->lambda ? scope->lambda->node : nullptr;
+    info.node = n;
     enum { Req, Opt, Key, Rest } mode = Req;
     ValueVec defaults, keys;
     Value restName = Value::f();
@@ -680,6 +683,7 @@ struct Analyzer {
     Node* binder = letNode({slot}, NodeVec{fn}, ref);
     auto* app = node<AppNode>(Op::App, inits.size() * sizeof(Node*));
     app->pos = pos;
+    app->owner = scope->lambda ? scope->lambda->node : nullptr;
     if (in.loadingPrelude) app->flags |= kAppInPrelude;
     app->fn = binder;
     app->argc = uint32_t(inits.size());

@@ -8,8 +8,10 @@
 
 namespace purple {
 
+struct LambdaNode;
 struct LambdaInfo {
   LambdaInfo* parent = nullptr;
+  LambdaNode* node = nullptr;    // the lambda being analyzed (nullptr for a top-level frame)
   uint32_t frameSize = 0;
   bool captured = false;         // some closure or promise may hold this frame
 };

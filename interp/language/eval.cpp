@@ -12,6 +12,7 @@
 #include "interp/language/bind.hpp"
 #include "interp/memory/tensor_scope.hpp"
 #include "interp/language/let_release.hpp"
+#include "interp/language/tensor_origins.hpp"
 #include <gc/gc.h>
 #include <array>
 #include <atomic>
@@ -591,12 +592,17 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
     } catch (...) {
       rethrowForeign(p->info);
     }
-    if constexpr (Unboxed) return std::move(t);
-    else return wrapTensor(std::move(t));
+    if constexpr (Unboxed) {
+      if (recordingTensorOrigins()) noteUnboxedTensorSite(app, t);
+      return std::move(t);
+    } else {
+      return wrapTensor(std::move(t));
+    }
   }
   if constexpr (Unboxed) {
     at::Tensor result = p->info->tensorInvoke(in, argv, int(argc), p->info);
     if (in.limits.maxTensorBytes > 0) checkTensorBudget(result);
+    if (recordingTensorOrigins()) noteUnboxedTensorSite(app, result);
     releaseFreshArguments(argv, argc, fresh, Value::unspecified());
     return result;
   } else {

@@ -72,6 +72,7 @@ struct LambdaNode : Node {
   Value doc;                         // docstring (first body form when more follow) or #f
   Value params;                      // the parameter list as written, for help
   SourcePos pos;
+  LambdaNode* outer;                 // the lambda whose body holds this one; nullptr at top level
 };
 
 // Values an eval activation's own frame buffer holds: a closure whose frame needs no more, and
@@ -107,6 +108,7 @@ struct AppNode : Node {
   SourcePos pos;
   AppShapeFn shape;                  // with kAppShaped
   Value expected;                    // the builtin `shape` assumes the operator names
+  LambdaNode* owner;                 // the lambda whose body holds this call; nullptr at top level
   Node* args[1];
 };
 

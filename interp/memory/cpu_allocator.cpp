@@ -49,6 +49,7 @@ class CachingCpuAllocator final : public c10::Allocator {
       std::lock_guard<std::mutex> g(lock_);
       sizes_[base] = mapped;
     }
+    reportToProfiler(base, int64_t(mapped));
     return {base, base, &release, c10::Device(c10::DeviceType::CPU)};
   }
 
@@ -58,6 +59,15 @@ class CachingCpuAllocator final : public c10::Allocator {
   static CachingCpuAllocator* instance;
 
  private:
+  // LibTorch's default allocator tells a memory profiler (with-profiler's :profile-memory) of
+  // each allocation and free; the large blocks served here must too. Without a profiler, one
+  // thread-local lookup.
+  static void reportToProfiler(void* base, int64_t bytes) {
+    if (c10::memoryProfilingEnabled())
+      c10::reportMemoryUsageToProfiler(base, bytes, compat::MemoryReportTotal(0), compat::MemoryReportTotal(0),
+                                       c10::Device(c10::DeviceType::CPU));
+  }
+
   static size_t roundUp(size_t n) {
     const size_t granule = 64 * 1024;
     return (n + granule - 1) / granule * granule;
@@ -85,6 +95,7 @@ class CachingCpuAllocator final : public c10::Allocator {
         return;
       }
       mapped = it->second;
+      reportToProfiler(base, -int64_t(mapped));
       if (self->cached_ + mapped <= kCacheCapacity) {
         self->free_[mapped].push_back(base);
         self->cached_ += mapped;

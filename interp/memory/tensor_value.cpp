@@ -24,6 +24,15 @@ std::atomic<int64_t> gCollections{0};
 std::atomic<int64_t> gReleased{0};
 std::atomic<int64_t> gBytesAfterCollect{0};   // counted + held bytes after the last collection
 std::atomic<int64_t> gHeld{0};                // chargeHeldStorage
+std::atomic<const TensorCellObserver*> gObserver{nullptr};
+
+inline void observeMade(TensorObj* cell) {
+  const TensorCellObserver* o = gObserver.load(std::memory_order_relaxed);
+  if (__builtin_expect(o != nullptr, 0)) o->made(cell);
+}
+inline void observeDropped(TensorObj* cell) {
+  if (const TensorCellObserver* o = gObserver.load(std::memory_order_relaxed)) o->dropped(cell);
+}
 std::atomic<int64_t> gThreshold{[] {
   const char* env = std::getenv("PURPLE_TENSOR_GC_THRESHOLD");
   int64_t v = env ? std::atoll(env) : 0;
@@ -80,6 +89,7 @@ void uncharge(TensorObj* cell) {
 
 void finalizeTensor(void* obj, void*) {
   auto* cell = static_cast<TensorObj*>(obj);
+  observeDropped(cell);
   uncharge(cell);
   cell->tensor.~Tensor();
   gLive.fetch_sub(1, std::memory_order_relaxed);
@@ -184,6 +194,7 @@ Value wrapTensor(at::Tensor t) {
   registerTensorFinalizer(cell);
   Value v(cell);
   noteTensorCreated(v);
+  observeMade(cell);
   return v;
 }
 
@@ -202,6 +213,7 @@ void reuseTensorCell(Value old, at::Tensor t) {
   cell->countedBytes = bytes;
   chargeAccount(cell);
   countReleased();
+  observeMade(cell);
 }
 
 Value wrapSoleOwnedTensor(at::Tensor t) {
@@ -233,6 +245,7 @@ const at::Tensor& tensorArg(Value v, std::string_view who, int argIndex) {
 void releaseTensor(Value v) {
   auto* cell = v.as<TensorObj>();
   if (!cell->tensor.defined()) return;
+  observeDropped(cell);
   uncharge(cell);
   cell->tensor = at::Tensor();
   countReleased();
@@ -252,6 +265,8 @@ void chargeHeldStorage(int64_t bytes) {
 }
 
 void unchargeHeldStorage(int64_t bytes) { gHeld.fetch_sub(bytes, std::memory_order_relaxed); }
+
+void setTensorCellObserver(const TensorCellObserver* observer) { gObserver.store(observer, std::memory_order_release); }
 
 void setTensorCollectThreshold(int64_t bytes) { gThreshold.store(bytes > 0 ? bytes : int64_t(1) << 20); }
 

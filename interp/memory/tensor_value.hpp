@@ -65,4 +65,13 @@ void setTensorCollectThreshold(int64_t bytes);
 void chargeHeldStorage(int64_t bytes);
 void unchargeHeldStorage(int64_t bytes);
 
+// Told of every tensor cell made or refilled (`made`) and emptied or finalized (`dropped`), while
+// one is installed: tensor-memory-report's recorder (language/tensor_origins.cpp). Null, the
+// default, costs one relaxed load where a cell is made. `dropped` may run on any thread.
+struct TensorCellObserver {
+  void (*made)(TensorObj* cell);
+  void (*dropped)(TensorObj* cell);
+};
+void setTensorCellObserver(const TensorCellObserver* observer);   // nullptr: none
+
 }  // namespace purple

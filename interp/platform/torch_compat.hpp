@@ -179,4 +179,14 @@ at::Tensor scaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, c
 //     (builtins/nn/schedulers.cpp). CyclicLR's use_beta1, which 1.13 lacks, Purple always writes.
 constexpr bool kPythonSchedulerState2 = PURPLE_TORCH_AT_LEAST(2, 0);
 
+// 14. c10::MemoryReportingInfoBase::reportMemoryUsage takes the allocator's totals as int64_t in
+//     1.13 and as size_t in 2.6: an override names the type as MemoryReportTotal, read off the
+//     declaration itself.
+template <class> struct MemoryReportArgs;
+template <class C, class R, class Ptr, class Size, class Total, class Reserved, class Device>
+struct MemoryReportArgs<R (C::*)(Ptr, Size, Total, Reserved, Device)> {
+  using TotalType = Total;
+};
+using MemoryReportTotal = MemoryReportArgs<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::TotalType;
+
 }  // namespace purple::compat

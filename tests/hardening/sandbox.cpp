@@ -139,6 +139,11 @@ std::map<std::string, std::string> attackCalls() {
       {"get-environment-variable", "(get-environment-variable \"PURPLE_SANDBOX_SECRET\")"},
       {"get-environment-variables", "(get-environment-variables)"},
       {"set-tensor-gc-threshold!", "(set-tensor-gc-threshold! 1)"},
+      {"record-tensor-origins!", "(record-tensor-origins! #t)"},
+      {"%tensor-memory-rows", "(tensor-memory-report)"},
+      {"%profile-run", "(profile (lambda () 1))"},
+      {"%op-profile-run", "(with-profiler () (tensor-add (tensor-ones 2) 1))"},
+      {"%op-profile-export-chrome-trace", "(%op-profile-export-chrome-trace 1 \"W/made\")"},
       {"cuda-empty-cache", "(cuda-empty-cache)"},
       {"cuda-reset-peak-memory-stats", "(cuda-reset-peak-memory-stats)"},
       {"open-input-file", "(read-line (open-input-file \"W/victim\"))"},
@@ -244,7 +249,8 @@ std::string replaceAll(std::string s, const std::string& from, const std::string
 // The audit (docs/sandbox.md): the builtins refused in a sandbox.
 const std::set<std::string> kRefused = {
     "command-line", "exit", "emergency-exit", "get-environment-variable", "get-environment-variables",
-    "set-tensor-gc-threshold!", "cuda-empty-cache", "cuda-reset-peak-memory-stats", "open-input-file", "open-binary-input-file", "open-output-file",
+    "set-tensor-gc-threshold!", "record-tensor-origins!", "%tensor-memory-rows", "%profile-run", "%op-profile-run",
+    "%op-profile-export-chrome-trace", "cuda-empty-cache", "cuda-reset-peak-memory-stats", "open-input-file", "open-binary-input-file", "open-output-file",
     "open-binary-output-file", "call-with-output-file", "call-with-input-file", "with-output-to-file",
     "with-input-from-file", "file-exists?", "delete-file", "load", "rename-file", "create-directory", "load-idx",
     "load-csv", "set-num-threads!", "set-flush-denormal!", "set-default-dtype!", "default-generator",

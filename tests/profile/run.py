@@ -1,0 +1,137 @@
+"""The profilers against programs with a known answer (tests/profile/*.purple).
+
+usage: run.py PURPLE CHECK   where CHECK is memory, sampling or operators
+
+The lines a report must name are marked `; MARK: ...` in the programs, so the checks follow
+the files when they are edited.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def marked_line(path, mark):
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if "MARK: " + mark in line:
+                return number
+    raise SystemExit(f"no MARK: {mark} in {path}")
+
+
+def run(args, env=None, cwd=HERE):
+    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        print(r.stdout)
+        print(r.stderr)
+        raise SystemExit(f"{args} exited with {r.returncode}")
+    return r
+
+
+def memory(purple, tmp):
+    env = dict(os.environ, PROFILE_TMP=tmp)
+    out = run([purple, "leak.purple"], env=env).stdout
+    print(out)
+    graph_line = marked_line(os.path.join(HERE, "leak.purple"), "graph-held activations")
+    loss_line = marked_line(os.path.join(HERE, "leak.purple"), "loss tensor keeps its graph")
+    hoard_line = marked_line(os.path.join(HERE, "leak.purple"), "hoarded values")
+    top = re.search(r'^TOP \("([^"]*)" (\d+) "([^"]*)" (\d+)\)$', out, re.M)
+    check(top is not None, "the report has a top row")
+    if top:
+        check(top.group(1) == "leak.purple" and int(top.group(2)) == graph_line and top.group(3) == "forward",
+              f"the largest memory is forward's matmul line (leak.purple:{graph_line}), held by graphs: {top.groups()}")
+        # 20 graphs kept, each saving the [64 1024] float activation of relu (256 KiB); a cell or two
+        # may still be alive (the collector scans the stack conservatively), so at least 15 of them
+        check(int(top.group(4)) >= 15 * 64 * 1024 * 4, "its bytes are held by autograd graphs")
+    table = out.split("DIFFTOP")[0]
+    check(re.search(rf"leak\.purple:{loss_line}\s+loop in train-keeping-tensors", table) is not None,
+          f"the graphs' holders are the losses made at leak.purple:{loss_line} in train-keeping-tensors")
+    check(re.search(rf"leak\.purple:{hoard_line}\s+loop in hoard", table) is not None,
+          f"the hoarded values are named at leak.purple:{hoard_line} in hoard")
+    check(re.search(rf"^\s*195\.3 KiB\s+195\.3 KiB\s+0 B\s+0 B\s+50\s+leak\.purple:{hoard_line}", table, re.M) is not None,
+          "the hoard line holds 50 tensors of 4000 bytes, all in values")
+    diff = re.search(r'^DIFFTOP \("([^"]*)" (\d+) "([^"]*)" (\d+)\)$', out, re.M)
+    check(diff is not None and int(diff.group(2)) == graph_line and int(diff.group(4)) > 0,
+          "the diff's largest growth is the graph-held line")
+    with open(os.path.join(tmp, "after.snap")) as f:
+        check(f.read().startswith("(purple-tensor-memory-snapshot 1 "), "the snapshot file was written")
+    after = re.search(r"^GRAPH-AFTER-DROP (\d+)$", out, re.M)
+    check(after is not None and int(after.group(1)) == 0, "dropping the losses frees their graphs")
+
+
+def sampling(purple, tmp):
+    prefix = os.path.join(tmp, "hot")
+    r = run([purple, "--profile", "--profile-out", prefix, "hot.purple"])
+    print(r.stderr)
+    hot_line = marked_line(os.path.join(HERE, "hot.purple"), "hot line")
+    check(r.stdout.strip().startswith("3464"), "the program's own output is on standard output")
+    procedures, lines = r.stderr.split("Time by source line")
+    rows = [l for l in procedures.splitlines() if "%" in l and "samples" not in l]
+    # busy-sum's body is a named let in tail position: its loop replaces it on the stack, and is
+    # named after it
+    check(any("loop in busy-sum (hot.purple:4)" in l and float(l.split()[5].rstrip("%")) > 50 for l in rows),
+          "busy-sum's loop is on the stack in most samples (cumulative)")
+    line_rows = [l for l in lines.splitlines() if re.match(r"\s*[\d.]+ s", l)]
+    check(bool(line_rows) and f"hot.purple:{hot_line}" in line_rows[0],
+          f"the line with the most self time is hot.purple:{hot_line}: {line_rows[:1]}")
+    check(bool(line_rows) and "loop in busy-sum" in line_rows[0], "that line is named with its procedure")
+    total = 0
+    with open(prefix + ".folded") as f:
+        folded = f.read().splitlines()
+    for line in folded:
+        m = re.match(r"^(.+) (\d+)$", line)
+        check(m is not None and all(m.group(1).split(";")), f"folded line parses: {line[:80]}")
+        total += int(m.group(2)) if m else 0
+    check(total > 0 and any("loop in busy-sum (hot.purple:4)" in l for l in folded), "the folded stacks pass through busy-sum")
+    svg = ET.parse(prefix + ".svg").getroot()
+    titles = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}title")]
+    check(any(t and t.startswith("loop in busy-sum") for t in titles), "the flame graph has a box for busy-sum")
+
+
+def operators(purple, tmp):
+    env = dict(os.environ, PROFILE_TMP=tmp)
+    out = run([purple, "ops.purple"], env=env).stdout
+    print(out)
+    line = marked_line(os.path.join(HERE, "ops.purple"), "forward ops")
+    check(re.search(r"^aten::mm\s.*\[\[128, 64\], \[64, 32\]\].*ops\.purple:%d \(step\)" % line, out, re.M) is not None,
+          f"the table has aten::mm with its input shapes and the line that ran it (ops.purple:{line}, step)")
+    events = int(re.search(r"^EVENTS (\d+)$", out, re.M).group(1))
+    with open(os.path.join(tmp, "trace.json")) as f:
+        trace = json.load(f)
+    ops = trace["traceEvents"]
+    check(len(ops) == events and events > 0, f"the trace holds every event ({len(ops)} of {events})")
+    names = {e["name"] for e in ops}
+    check({"aten::mm", "aten::relu", "aten::sum"} <= names, f"the trace names aten operators: {sorted(names)[:8]}")
+    check(all(e["ph"] == "X" and e["dur"] >= 0 and "ts" in e for e in ops), "every event is a complete event with a duration")
+    mm = [e for e in ops if e["name"] == "aten::mm" and e["cat"] == "cpu_op"]
+    check(any(e["args"].get("Purple source") == f"ops.purple:{line} (step)" for e in mm),
+          "aten::mm carries the Purple source of its call")
+    backward = [e for e in ops if e["cat"] == "backward"]
+    check(any("MmBackward" in e["name"] and e["args"].get("Purple source") == f"ops.purple:{line} (step)" for e in backward),
+          "MmBackward carries the forward call's line through the sequence number")
+
+
+def main():
+    purple, what = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        {"memory": memory, "sampling": sampling, "operators": operators}[what](purple, tmp)
+    if failures:
+        print(f"{len(failures)} checks failed")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()
