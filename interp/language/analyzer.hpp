@@ -49,6 +49,10 @@ Value expandInclude(Interp& in, Value x, const SourcePos& pos, PositionTable* po
 using KeywordTest = std::function<bool(Value id, const char* name)>;
 Value expandQuasiquote(Interp& in, Value templ, const KeywordTest& isKeyword);
 
+// While a define-macro transformer runs: where the form it expands was written (line 0 when
+// unknown or outside an expansion). Shape contracts (prelude/) put it in their errors.
+const SourcePos& currentMacroCallPosition();
+
 // The names the analyzer treats as special forms (for completion and help).
 std::vector<std::string> specialFormNames();
 
