@@ -106,7 +106,7 @@
   "Name -> first line of its documentation (or nil), as `purple' gave it.")
 
 (defun purple-documentation (name)
-  "The documentation of NAME from Purple's `documentation', first line only; cached."
+  "The signature and first documentation line of NAME, from Purple's `documentation'; cached."
   (let ((cached (gethash name purple--documentation-cache 'none)))
     (if (not (eq cached 'none))
         cached
@@ -116,9 +116,11 @@
                     (when (eql 0 (ignore-errors
                                    (call-process purple-program nil t nil "-e"
                                                  (format "(display (documentation '%s))" name))))
-                      (let ((first (car (split-string (buffer-string) "\n" t))))
-                        (and first (not (string-match-p "\\(no documentation\\|unbound\\|not bound\\)" first))
-                             first)))))))
+                      ;; the signature line, then the first line of the docstring
+                      (let* ((lines (split-string (buffer-string) "\n" t "[ \t]+"))
+                             (first (car lines)))
+                        (and first (not (string-match-p "\\(no documentation\\|unbound\\|not bound\\|not defined\\)" first))
+                             (if (cadr lines) (concat first "  " (cadr lines)) first))))))))
         (puthash name text purple--documentation-cache)
         text))))
 
@@ -155,6 +157,7 @@
 \\{purple-mode-map}"
   (purple--install-indentation)
   (setq-local comment-start ";")
+  (setq-local indent-tabs-mode nil)
   (if (boundp 'eldoc-documentation-functions)
       (add-hook 'eldoc-documentation-functions #'purple-eldoc-function nil t)
     (setq-local eldoc-documentation-function #'purple-eldoc-function)))

@@ -13,8 +13,10 @@ declare -A reason=(
   [tests/purple/nn.purple]="(linear 3 2) applied to a (2 4) batch to test the message"
   [tests/purple/tensor-creation.purple]="a (2 3) by (2 3) product whose error text it tests"
 )
-files=$(ls examples/*.purple prelude/*.purple scripts/*.purple; find tests -name '*.purple' -not -path 'tests/fuzz/*' | sort)
-# tests/fuzz/ holds inputs that crashed the fuzzers: most are not even readable, on purpose.
+# tests/fuzz/ holds inputs that crashed the fuzzers (most are not even readable, on purpose) and
+# tests/check/bad/ the checker's own programs with known mistakes (tests/check/expectations.py).
+files=$(ls examples/*.purple prelude/*.purple scripts/*.purple tools/*.purple
+        find tests -name '*.purple' -not -path 'tests/fuzz/*' -not -path 'tests/check/bad/*' | sort)
 status=0
 checked=0
 for f in $files; do
