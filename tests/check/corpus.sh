@@ -11,6 +11,7 @@ declare -A reason=(
   [tests/purple/let-release.purple]="a procedure that multiplies (2 2) by (3 3) to test the error path"
   [tests/purple/nn-layers.purple]="layers applied to inputs of the wrong size, and :paddin, to test the messages"
   [tests/purple/nn.purple]="(linear 3 2) applied to a (2 4) batch to test the message"
+  [tests/purple/shape-contracts.purple]="calls that break their contracts, to test the run-time errors"
   [tests/purple/tensor-creation.purple]="a (2 3) by (2 3) product whose error text it tests"
 )
 # tests/fuzz/ holds inputs that crashed the fuzzers (most are not even readable, on purpose) and
