@@ -74,16 +74,6 @@ using ValueVec = std::vector<Value, traceable_allocator<Value>>;
 // vector's storage must be visible to the collector.
 using NodeVec = std::vector<Node*, traceable_allocator<Node*>>;
 
-// The position currentMacroCallPosition() gives: set for the time one transformer runs (nested
-// expansions restore the outer one), on the thread that analyzes.
-thread_local SourcePos tMacroCallPosition;
-
-struct MacroCallPosition {
-  SourcePos saved;
-  explicit MacroCallPosition(const SourcePos& p) : saved(tMacroCallPosition) { tMacroCallPosition = p; }
-  ~MacroCallPosition() { tMacroCallPosition = saved; }
-};
-
 struct Analyzer {
   Interp& in;
   PositionTable* positions;
@@ -191,7 +181,7 @@ struct Analyzer {
       ValueVec argv;
       for (Value p = args; isPair(p); p = cdr(p)) argv.push_back(car(p));
       notePosition(form);
-      MacroCallPosition here(pos);
+      MacroCallPositionScope here(pos);
       return in.apply(m->transformer, argv.data(), int(argv.size()));
     }
     Scope* def = static_cast<Scope*>(m->scope);
@@ -988,8 +978,6 @@ void throwSyntaxError(const SourcePos& pos, const std::string& message, Value fo
   }
   throwError("syntax-error", where + message, listFromArray(&form, 1));
 }
-
-const SourcePos& currentMacroCallPosition() { return tMacroCallPosition; }
 
 Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize) {
   SourcePos start{Value::f(), 0, 0};
