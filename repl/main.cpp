@@ -9,6 +9,7 @@
 #include "repl/install_kernel.hpp"
 #include "launcher/handoff.hpp"
 #include "repl/repl.hpp"
+#include "repl/tools.hpp"
 #include <purple/purple.hpp>
 #include <cctype>
 #include <cerrno>
@@ -30,6 +31,9 @@ const char* kUsage =
     "usage: purple [options] [FILE [ARGS...]]\n"
     "  (no FILE)       start the interactive REPL\n"
     "  FILE ARGS...    run the script FILE; (command-line) gives FILE and ARGS\n"
+    "  check FILE...   report reader errors, unbound variables, wrong argument counts and provable\n"
+    "                  shape mismatches without running anything (exit 1 when it finds some)\n"
+    "  --lsp           speak the Language Server Protocol on stdin/stdout (docs/editors.md)\n"
     "  -e EXPR         evaluate EXPR and print its value\n"
     "  -i FILE         load FILE, then start the REPL\n"
     "  -I DIR          add DIR to the library search path (for import)\n"
@@ -120,6 +124,10 @@ int run(const std::vector<std::string>& args) {
   bool sandbox = false, profile = false, trackTensorMemory = false;
   std::string profilePrefix = "purple-profile";
   Limits budgets;
+  // `purple check` and `purple --lsp` are tools of their own (tools/); a script named check
+  // still runs as ./check.
+  if (!args.empty() && args[0] == "check") return repl::runTool("check-main", std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "--lsp") return repl::runTool("lsp-main", std::vector<std::string>(args.begin() + 1, args.end()));
   int64_t heapLimit = 0;
   auto badValue = [](const std::string& option, const std::string& value) {
     std::cerr << "purple: " << option << " needs a positive " << (option == "--max-seconds" ? "number of seconds" : "count")

@@ -140,18 +140,26 @@ void portClose(Value port) {
   }
 }
 
-bool portFill(PortImpl* p) {
+bool portFill(PortImpl* p, size_t exactBytes) {
   if (!p->console || !p->file) return false;
   // The process's standard input belongs to the host, not to a sandboxed script: a host gives
   // such a script input with Options::input (a string port) instead.
   Interp* in = Interp::current();
   if (in && !in->limits.allowProcess)
     throwError("error", "reading the process's standard input is disabled in this interpreter");
-  char buf[4096];
-  if (!std::fgets(buf, sizeof buf, p->file)) return false;
+  std::string more;
+  if (exactBytes > 0) {
+    more.resize(exactBytes);
+    more.resize(std::fread(more.data(), 1, exactBytes, p->file));
+    if (more.empty()) return false;
+  } else {
+    char buf[4096];
+    if (!std::fgets(buf, sizeof buf, p->file)) return false;
+    more = buf;
+  }
   p->data.erase(0, p->pos);
   p->pos = 0;
-  p->data += buf;
+  p->data += more;
   settleCharge(p);
   return true;
 }
@@ -174,6 +182,16 @@ bool ensure(PortImpl* p, size_t n) {
   while (p->data.size() - p->pos < n)
     if (!portFill(p)) return false;
   return true;
+}
+
+// For binary reads: console input is filled a line at a time, which would wait for a newline
+// that framed binary input (a language server's Content-Length body) never sends. Reads exactly
+// the bytes missing instead (fewer at the end of input).
+bool ensureBytes(PortImpl* p, size_t n) {
+  size_t have = p->data.size() - p->pos;
+  if (have >= n || !p->console || !p->file) return ensure(p, n);
+  if (!portFill(p, n - have)) return false;
+  return p->data.size() - p->pos >= n;
 }
 
 Value readChar(Value port, bool peek) {
@@ -418,7 +436,7 @@ void registerPorts(Registry& r) {
                    "refused (error) when the port is the process's standard input; string ports and ports the host gave are allowed");
   r.def("read-bytevector", "(k :optional port)", [](Interp& in, int64_t k, Value port) -> Value {
     PortImpl* p = portImpl(inPort(in, port, "read-bytevector", 2));
-    ensure(p, size_t(k));
+    ensureBytes(p, size_t(k));
     size_t n = std::min(size_t(k), p->data.size() - p->pos);
     if (n == 0 && k > 0) return Value::eof();
     Value bv = makeBytevector(n);
@@ -434,7 +452,7 @@ void registerPorts(Registry& r) {
     size_t s = size_t(start.value_or(0)), e = size_t(end.value_or(b->extra));
     if (s > e || e > b->extra) throwError("error", "read-bytevector!: bad range");
     PortImpl* p = portImpl(inPort(in, port, "read-bytevector!", 2));
-    ensure(p, e - s);
+    ensureBytes(p, e - s);
     size_t n = std::min(e - s, p->data.size() - p->pos);
     if (n == 0 && e > s) return Value::eof();
     std::memcpy(b->bytes + s, p->data.data() + p->pos, n);

@@ -1,6 +1,7 @@
 // The process and the interpreter itself: command line, exit, environment, time, the
 // collector, tensor memory, help.
 #include "builtins/builtins.hpp"
+#include "builtins/io/source.hpp"
 #include "interp/core/symbol_table.hpp"
 #include "builtins/core/special_forms.hpp"
 #include "interp/core/gc.hpp"
@@ -286,6 +287,7 @@ void registerSystem(Registry& r) {
   r.def("%set-documentation!", "(name doc)", [](Interp& in, Value name, std::string doc) {
     in.globalCell(name)->doc = makeString(doc);
   }, "Internal: attaches DOC to the global NAME (used for prelude syntax).");
+  registerSourceTools(r);
 }
 
 }  // namespace purple

@@ -42,7 +42,7 @@ inline bool isPort(Value v) { return v.is(Kind::Port); }
 void portWrite(Value port, std::string_view text);
 void portFlush(Value port);
 void portClose(Value port);                         // output files: flush, fsync, rename
-bool portFill(PortImpl* p);                         // console input: read one more line
+bool portFill(PortImpl* p, size_t exactBytes = 0);  // console input: one more line, or exactly EXACTBYTES bytes
 Value makeStringInputPort(std::string_view text);
 Value makeStringOutputPort();
 Value makeConsoleOutputPort(FILE* f);

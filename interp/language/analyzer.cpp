@@ -183,6 +183,8 @@ struct Analyzer {
       if (!isList(args)) syntaxError("improper macro call", form);
       ValueVec argv;
       for (Value p = args; isPair(p); p = cdr(p)) argv.push_back(car(p));
+      notePosition(form);
+      MacroCallPositionScope here(pos);
       return in.apply(m->transformer, argv.data(), int(argv.size()));
     }
     Scope* def = static_cast<Scope*>(m->scope);

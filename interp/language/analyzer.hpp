@@ -51,6 +51,21 @@ Value expandInclude(Interp& in, Value x, const SourcePos& pos, PositionTable* po
 using KeywordTest = std::function<bool(Value id, const char* name)>;
 Value expandQuasiquote(Interp& in, Value templ, const KeywordTest& isKeyword);
 
+// While a define-macro transformer runs: where the form it expands was written (line 0 when
+// unknown or outside an expansion). Shape contracts (prelude/) put it in their errors. The
+// analyzer sets it for the time one transformer runs (nested expansions restore the outer one),
+// on the thread that analyzes (macro_call_position.cpp).
+const SourcePos& currentMacroCallPosition();
+class MacroCallPositionScope {
+ public:
+  explicit MacroCallPositionScope(const SourcePos& here);
+  ~MacroCallPositionScope();
+  MacroCallPositionScope(const MacroCallPositionScope&) = delete;
+  MacroCallPositionScope& operator=(const MacroCallPositionScope&) = delete;
+ private:
+  SourcePos saved_;
+};
+
 // The names the analyzer treats as special forms (for completion and help).
 std::vector<std::string> specialFormNames();
 

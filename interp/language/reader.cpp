@@ -41,6 +41,8 @@ int Reader::next() {
 }
 
 void Reader::fail(const std::string& message, int line, int col) {
+  failLine_ = line;
+  failCol_ = col;
   std::string where = isString(source_) ? std::string(stringView(source_)) : "<input>";
   throwError("read-error", where + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + message);
 }
@@ -181,6 +183,7 @@ Value Reader::datum() {
 
 Value Reader::list(char close, int line, int col) {
   ValueVec items;
+  std::vector<std::pair<int, int>> itemStarts;   // filled only when elements_ is set
   Value tail = Value::nil();
   while (true) {
     skipAtmosphere();
@@ -204,10 +207,14 @@ Value Reader::list(char close, int line, int col) {
       if (e != close) fail("expected one datum after '.'", dl, dc);
       break;
     }
+    if (elements_) itemStarts.emplace_back(line_, col_);
     items.push_back(datum());
   }
   Value result = tail;
-  for (size_t i = items.size(); i-- > 0;) result = cons(items[i], result);
+  for (size_t i = items.size(); i-- > 0;) {
+    result = cons(items[i], result);
+    if (elements_) (*elements_)[result.obj()] = SourcePos{source_, itemStarts[i].first, itemStarts[i].second};
+  }
   record(result, line, col);
   return result;
 }

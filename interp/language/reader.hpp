@@ -21,6 +21,12 @@ class Reader {
   int datumLine() const { return startLine_; }
   int datumColumn() const { return startCol_; }
   bool hitEndOfInput() const { return incomplete_; }
+  // Where the last read error was found (0 before any).
+  int failLine() const { return failLine_; }
+  int failColumn() const { return failCol_; }
+  // Also record, for every list cell read, where its car began (atoms have no identity of their
+  // own): what `purple check` and the language server need to point at a symbol.
+  void recordElementPositions(PositionTable* elements) { elements_ = elements; }
 
   // True when `text` holds only complete data (or a read error that more text cannot fix).
   static bool isComplete(std::string_view text);
@@ -50,8 +56,10 @@ class Reader {
   int line_, col_ = 1;
   Value source_;
   PositionTable* positions_;
+  PositionTable* elements_ = nullptr;
   bool foldCase_ = false;
   bool incomplete_ = false;
+  int failLine_ = 0, failCol_ = 0;
   // datum labels #n= / #n#; placeholders are boxes patched once the labelled datum is read
   std::vector<std::pair<long, Value>, traceable_allocator<std::pair<long, Value>>> labels_;
   // Replaces PLACEHOLDER by TARGET inside X. SEEN holds the pairs and vectors already walked:
