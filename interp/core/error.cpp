@@ -75,4 +75,14 @@ void throwArityError(std::string_view who, int got, std::string_view expected) {
   throwErrorObject(err);
 }
 
+// FILE:LINE:COL: MESSAGE, with FORM as the irritant (the analyzer's and the checker's errors).
+void throwSyntaxError(const SourcePos& pos, const std::string& message, Value form) {
+  std::string where;
+  if (pos.line > 0) {
+    where = (isString(pos.file) ? std::string(stringView(pos.file)) : std::string("<input>")) + ":" +
+            std::to_string(pos.line) + ":" + std::to_string(pos.col) + ": ";
+  }
+  throwError("syntax-error", where + message, listFromArray(&form, 1));
+}
+
 }  // namespace purple

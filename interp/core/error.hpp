@@ -59,6 +59,9 @@ struct PurpleExit {
 
 // Builders used by every builtin. `who` names the procedure, as R7RS error objects do.
 [[noreturn]] void throwError(std::string_view kind, std::string message, Value irritants = Value::nil());
+struct SourcePos;
+// A syntax-error whose message starts with POS (file:line:col), FORM as its irritant.
+[[noreturn]] void throwSyntaxError(const SourcePos& pos, const std::string& message, Value form);
 [[noreturn]] void throwTypeError(std::string_view who, int argIndex, std::string_view expected, Value got);
 [[noreturn]] void throwArityError(std::string_view who, int got, std::string_view expected);
 

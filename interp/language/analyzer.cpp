@@ -977,15 +977,6 @@ struct Analyzer {
 
 }  // namespace
 
-void throwSyntaxError(const SourcePos& pos, const std::string& message, Value form) {
-  std::string where;
-  if (pos.line > 0) {
-    where = (isString(pos.file) ? std::string(stringView(pos.file)) : std::string("<input>")) + ":" +
-            std::to_string(pos.line) + ":" + std::to_string(pos.col) + ": ";
-  }
-  throwError("syntax-error", where + message, listFromArray(&form, 1));
-}
-
 Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize) {
   SourcePos start{Value::f(), 0, 0};
   if (positions && form.is(Kind::Symbol)) {   // a variable alone: the reader recorded where

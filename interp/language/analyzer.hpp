@@ -39,8 +39,7 @@ inline bool isIdentifier(Value v) { return v.is(Kind::Symbol) || v.is(Kind::Alia
 Value expandSyntaxRules(Value spec, Value form, Scope* defScope, void* defSpace, Value macroName);
 Value makeMacro(Value transformer, Scope* scope, void* space, Value name, bool procedural);
 
-// A syntax-error naming POS (the innermost form with a known position) and FORM.
-[[noreturn]] void throwSyntaxError(const SourcePos& pos, const std::string& message, Value form);
+// throwSyntaxError (core/error.hpp) names the innermost form with a known position.
 
 // library.cpp: cond-expand and include as the analyzer expands them, into a `begin` form.
 Value expandCondExpand(Interp& in, Value x, const SourcePos& pos);
