@@ -345,6 +345,18 @@ Value Interp::evalFormIn(Namespace ns, Value form) {
 }
 
 namespace {
+// The forms of the file PATH (or of a library built into Purple), appended to FORMS.
+void readSourceForms(const std::string& path, const char* who, PositionTable* positions,
+                     std::vector<Value, traceable_allocator<Value>>& forms) {
+  const char* embedded = embeddedLibrarySource(path);
+  if (!embedded) requireFileAccess(who);
+  std::string text = embedded ? std::string(embedded) : readWholeFile(path, who);
+  Value file = makeString(path);
+  Reader r(text, file, positions);
+  Value d;
+  while (r.read(d)) forms.push_back(d);
+}
+
 void libraryDeclarations(Interp& in, Value decls, PositionTable* positions, std::vector<Value, traceable_allocator<Value>>& exports,
                          const SourcePos& pos);
 bool featureMatch(Interp& in, Value req, const SourcePos& pos);
@@ -366,15 +378,9 @@ void libraryDeclaration(Interp& in, Value decl, PositionTable* positions, std::v
     for (Value f = cdr(decl); isPair(f); f = cdr(f)) {
       if (!isString(car(f))) throwError("syntax-error", "define-library: include-library-declarations expects file names", listFromArray(&decl, 1));
       std::string path = in.resolveRelative(std::string(stringView(car(f))), SourcePos{});
-      const char* embedded = embeddedLibrarySource(path);
-      if (!embedded) requireFileAccess("include-library-declarations");
-      std::string text = embedded ? std::string(embedded) : readWholeFile(path, "include-library-declarations");
-      Value file = makeString(path);
-      Reader r(text, file, positions);
-      Value d;
-      Value all = Value::nil();
-      while (r.read(d)) all = cons(d, all);
-      libraryDeclarations(in, reverseList(all), positions, exports, pos);
+      std::vector<Value, traceable_allocator<Value>> decls;
+      readSourceForms(path, "include-library-declarations", positions, decls);
+      libraryDeclarations(in, listFromArray(decls.data(), decls.size()), positions, exports, pos);
     }
   } else if (kind == "export") {
     for (Value e = cdr(decl); isPair(e); e = cdr(e)) exports.push_back(car(e));
@@ -471,14 +477,7 @@ Value expandInclude(Interp& in, Value x, const SourcePos& pos, PositionTable* po
   std::vector<Value, traceable_allocator<Value>> forms;
   for (Value p = cdr(x); isPair(p); p = cdr(p)) {
     if (!isString(car(p))) throwSyntaxError(pos, "include expects file names", x);
-    std::string path = in.resolveRelative(std::string(stringView(car(p))), pos);
-    const char* embedded = embeddedLibrarySource(path);
-    if (!embedded) requireFileAccess("include");
-    std::string text = embedded ? std::string(embedded) : readWholeFile(path, "include");
-    Value file = makeString(path);
-    Reader r(text, file, positions);
-    Value d;
-    while (r.read(d)) forms.push_back(d);
+    readSourceForms(in.resolveRelative(std::string(stringView(car(p))), pos), "include", positions, forms);
   }
   return cons(intern("begin"), listFromArray(forms.data(), forms.size()));
 }
