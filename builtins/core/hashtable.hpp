@@ -21,10 +21,17 @@ class Interp;
 
 enum class HashEquiv : uint16_t { Eq, Eqv, Equal, String, StringCi, Number, Custom };
 
+// One slot of the open-addressed index: the entry's number and its hash, side by side, so a
+// probe rejects a different key without touching the entry arrays (one cache miss, not two).
+struct HashSlot {
+  int32_t entry;
+  uint32_t hash;
+};
+
 struct HashTable : Object {      // small: HashEquiv; flags & 1: immutable (hash-table-copy)
   Value* entries;
   uint32_t* hashes;
-  int32_t* index;
+  HashSlot* index;
   uint32_t entryCap;             // capacity of entries/hashes
   uint32_t entryUsed;            // entries appended so far (live + deleted)
   uint32_t count;                // live entries

@@ -110,8 +110,8 @@ void allocate(HashTable* t, uint32_t entryCap) {
   t->entries = gcValues(size_t(entryCap) * 2);
   t->hashes = static_cast<uint32_t*>(gcAllocAtomic(sizeof(uint32_t) * entryCap));
   t->indexCap = indexCapFor(entryCap);
-  t->index = static_cast<int32_t*>(gcAllocAtomic(sizeof(int32_t) * t->indexCap));
-  std::fill(t->index, t->index + t->indexCap, kEmpty);
+  t->index = static_cast<HashSlot*>(gcAllocAtomic(sizeof(HashSlot) * t->indexCap));
+  std::fill(t->index, t->index + t->indexCap, HashSlot{kEmpty, 0});
   t->entryUsed = 0;
   t->count = 0;
 }
@@ -119,8 +119,8 @@ void allocate(HashTable* t, uint32_t entryCap) {
 void indexInsert(HashTable* t, uint32_t h, int32_t entry) {
   uint32_t mask = t->indexCap - 1;
   for (uint32_t i = h & mask;; i = (i + 1) & mask) {
-    if (t->index[i] < 0) {
-      t->index[i] = entry;
+    if (t->index[i].entry < 0) {
+      t->index[i] = HashSlot{entry, h};
       return;
     }
   }
@@ -160,13 +160,13 @@ Found find(Interp& in, Value tv, Value key, uint32_t h) {
   for (;;) {
     HashTable* t = table(tv);
     Value* entries = t->entries;
-    int32_t* index = t->index;
+    HashSlot* index = t->index;
     uint32_t mask = t->indexCap - 1;
     bool restart = false;
     for (uint32_t i = h & mask, probes = 0; probes <= mask; i = (i + 1) & mask, probes++) {
-      int32_t e = index[i];
+      int32_t e = index[i].entry;
       if (e == kEmpty) return {};
-      if (e == kDeleted || t->hashes[e] != h) continue;
+      if (e == kDeleted || index[i].hash != h) continue;
       Value k = entries[2 * e];
       if (k.isUnbound()) continue;
       if (k == key) return {e, i};
@@ -216,7 +216,7 @@ bool removeKey(Interp& in, Value tv, Value key) {
   HashTable* t = table(tv);
   t->entries[2 * f.entry] = Value::unbound();
   t->entries[2 * f.entry + 1] = Value::f();   // drop the reference for the collector
-  t->index[f.slot] = kDeleted;
+  t->index[f.slot].entry = kDeleted;
   t->count--;
   if (t->count == 0) allocate(t, t->entryCap);   // cheap reset: no tombstones left behind
   return true;

@@ -44,12 +44,24 @@ static void checkObjectLength(size_t n, const char* what) {
                                   std::to_string(kMaxObjectLength) + ")");
 }
 
+// Text up to this many bytes (with its terminator) lives inside the string object: one
+// allocation instead of two for the names, keys and numbers most strings are. The collector
+// scans those few bytes as if they were words, which costs less than a second object.
+// string-set! that outgrows it moves the text to a buffer of its own, as for any string.
+constexpr size_t kInlineStringBytes = 40;
+
 static String* allocString(size_t bytes, size_t chars) {
   checkObjectLength(bytes, "string");
   checkAllocationBudget("a string", bytes);
-  auto* s = allocObject<String>(Kind::String);
+  String* s;
+  if (bytes + 1 <= kInlineStringBytes) {
+    s = allocObject<String>(Kind::String, sizeof(String) + bytes + 1);
+    s->data = reinterpret_cast<char*>(s + 1);
+  } else {
+    s = allocObject<String>(Kind::String);
+    s->data = static_cast<char*>(gcAllocAtomic(bytes + 1));
+  }
   s->capacity = uint32_t(bytes + 1);
-  s->data = static_cast<char*>(gcAllocAtomic(bytes + 1));
   s->data[bytes] = '\0';
   s->extra = uint32_t(bytes);
   s->charCount = uint32_t(chars);

@@ -1,10 +1,16 @@
 // Interned symbols: a chained hash table in malloc'ed memory, which the collector does not scan.
-// A collectable symbol's entry holds its pointer as a Boehm "disappearing link": when the
-// symbol becomes unreachable the collector clears the link, and the next walk over that chain
-// unlinks the entry. Entries never move (growing the table relinks them), so links never need
-// moving; the chains are read under the allocation lock, because between the collector's
-// decision that a symbol is dead and its clearing of the link, reading the pointer would
-// resurrect a symbol about to be freed (gc.h, GC_general_register_disappearing_link).
+//
+// Collectable symbols are cut from shared blocks of collectable memory, and each block, not each
+// symbol, carries one Boehm "disappearing link": when nothing points into a block any more (the
+// collector honours interior pointers) it clears the link, and the next walk over a chain
+// unlinks that block's entries. One link per symbol cost a full collection every few thousand
+// new symbols: Boehm collects before it grows its table of links past 4,096 entries, and again
+// whenever a quarter of them died, so interning 200,000 names ran 60 full collections.
+//
+// Entries never move (growing the table relinks them), and the chains are read under the
+// allocation lock: between the collector's decision that a block is dead and its clearing of
+// the link, reading a symbol's pointer would resurrect memory about to be freed
+// (gc.h, GC_general_register_disappearing_link).
 #include "interp/core/symbol_table.hpp"
 #include "interp/core/gc.hpp"
 
@@ -26,15 +32,32 @@ uint32_t symbolNameHash(std::string_view s) {
 
 namespace {
 
-struct Entry {
-  Symbol* symbol;   // cleared by the collector when a collectable symbol dies
-  Entry* next;
-  uint32_t hash;
-  bool pinned;
+// A block of collectable symbols, as the table sees it (malloc'ed, so not scanned).
+struct Block {
+  void* memory;      // the block's collectable memory; cleared by the collector when it dies
+  size_t entries;    // collectable entries still pointing into it
 };
+
+struct Entry {
+  Symbol* symbol;
+  Entry* next;
+  Block* block;      // null for a pinned symbol: then the entry lives for good
+  uint32_t hash;
+};
+
+// Big enough that a program interning a million names registers a few thousand links, small
+// enough that one kept symbol holds little memory alive.
+constexpr size_t kBlockBytes = 4096;
+constexpr size_t kSymbolAlign = 16;
 
 class SymbolTable {
  public:
+  SymbolTable() {
+    // Without interior pointers a block would die while its symbols are still referenced.
+    blocksShared_ = GC_get_all_interior_pointers() != 0;
+    GC_add_roots(&currentMemory_, &currentMemory_ + 1);
+  }
+
   Value intern(std::string_view name, bool keyword, bool pin) {
     uint32_t hash = symbolNameHash(name) ^ (keyword ? 0x9e3779b9u : 0);
     std::lock_guard<std::mutex> g(lock_);
@@ -42,13 +65,20 @@ class SymbolTable {
     Lookup q{this, name, hash, keyword, nullptr, nullptr};
     GC_call_with_alloc_lock(&SymbolTable::findLocked, &q);
     if (q.found) {
-      if (pin && !q.entry->pinned) pinLater(q.entry, q.found);
+      if (pin && q.entry->block) pinLater(q.entry, q.found);
       return Value(q.found);
     }
     if (count_ + 1 > buckets_.size()) makeRoom();
 
-    size_t bytes = sizeof(Symbol) + name.size();
-    void* mem = pin ? GC_MALLOC_ATOMIC_UNCOLLECTABLE(bytes) : GC_MALLOC_ATOMIC(bytes);
+    size_t bytes = (sizeof(Symbol) + name.size() + kSymbolAlign - 1) & ~(kSymbolAlign - 1);
+    Block* block = nullptr;
+    void* mem;
+    if (pin) {
+      mem = GC_MALLOC_ATOMIC_UNCOLLECTABLE(bytes);
+    } else {
+      block = blockFor(bytes);
+      mem = block ? carve(bytes) : nullptr;
+    }
     if (!mem) throw std::bad_alloc();
     auto* s = static_cast<Symbol*>(mem);
     s->kind = Kind::Symbol;
@@ -61,12 +91,8 @@ class SymbolTable {
     s->name[name.size()] = '\0';
 
     size_t b = hash & (buckets_.size() - 1);
-    auto* e = new Entry{s, buckets_[b], hash, pin};
-    if (!pin && GC_general_register_disappearing_link(reinterpret_cast<void**>(&e->symbol), s) != GC_SUCCESS) {
-      // No weak link could be made (out of memory): keep the symbol for good instead.
-      pinned_.push_back(Value(s));
-      e->pinned = true;
-    }
+    auto* e = new Entry{s, buckets_[b], block, hash};
+    if (block) block->entries++;
     buckets_[b] = e;
     count_++;
     return Value(s);
@@ -88,20 +114,27 @@ class SymbolTable {
     Entry* entry;
   };
 
-  // Runs under the allocation lock: reads links, and unlinks the entries of dead symbols met
-  // on the way (their registration went with the clearing).
+  static bool deadLocked(const Entry* e) { return e->block && !e->block->memory; }
+
+  static void dropLocked(SymbolTable* t, Entry* e) {
+    if (--e->block->entries == 0) delete e->block;   // its link went with the clearing
+    delete e;
+    t->count_--;
+  }
+
+  // Runs under the allocation lock: reads links, and unlinks the entries of dead blocks met on
+  // the way.
   static void* findLocked(void* arg) {
     auto* q = static_cast<Lookup*>(arg);
     SymbolTable* t = q->table;
     Entry** link = &t->buckets_[q->hash & (t->buckets_.size() - 1)];
     while (Entry* e = *link) {
-      Symbol* s = e->symbol;
-      if (!s) {
+      if (deadLocked(e)) {
         *link = e->next;
-        delete e;
-        t->count_--;
+        dropLocked(t, e);
         continue;
       }
+      Symbol* s = e->symbol;
       if (e->hash == q->hash && (s->flags & 1) == q->keyword && s->view() == q->name) {
         q->found = s;
         q->entry = e;
@@ -117,10 +150,9 @@ class SymbolTable {
     for (Entry*& head : t->buckets_) {
       Entry** link = &head;
       while (Entry* e = *link) {
-        if (!e->symbol) {
+        if (deadLocked(e)) {
           *link = e->next;
-          delete e;
-          t->count_--;
+          dropLocked(t, e);
         } else {
           link = &e->next;
         }
@@ -153,17 +185,59 @@ class SymbolTable {
     if (count_ * 2 > buckets_.size()) GC_call_with_alloc_lock(&SymbolTable::rehashLocked, this);
   }
 
+  // The block the next collectable symbol of BYTES goes into, opening one when the current one
+  // is full. A name too long to share a block gets a block of its own. The block being filled
+  // is held from a root, so it cannot die while it has no symbol anyone refers to yet.
+  Block* blockFor(size_t bytes) {
+    size_t size = (!blocksShared_ || bytes > kBlockBytes / 4) ? bytes : kBlockBytes;
+    if (current_ && cursor_ + bytes <= currentSize_) return current_;
+    return openBlock(size);
+  }
+
+  Block* openBlock(size_t size) {
+    void* memory = GC_MALLOC_ATOMIC(size);
+    if (!memory) return nullptr;
+    auto* block = new Block{memory, 0};
+    if (GC_general_register_disappearing_link(&block->memory, memory) != GC_SUCCESS) {
+      // No weak link could be made (out of memory): the block's symbols stay for good.
+      pinnedBlocks_.push_back(memory);
+    }
+    current_ = block;
+    currentMemory_ = memory;
+    currentSize_ = size;
+    cursor_ = 0;
+    return block;
+  }
+
+  void* carve(size_t bytes) {
+    void* at = static_cast<char*>(currentMemory_) + cursor_;
+    cursor_ += bytes;
+    return at;
+  }
+
   void pinLater(Entry* e, Symbol* s) {
-    pinned_.push_back(Value(s));   // scanned memory: the symbol stays reachable from here on
-    GC_unregister_disappearing_link(reinterpret_cast<void**>(&e->symbol));
-    e->pinned = true;
+    pinned_.push_back(Value(s));   // scanned memory: the symbol (and its block) stay reachable
+    GC_call_with_alloc_lock(&SymbolTable::unshareLocked, e);
+  }
+
+  static void* unshareLocked(void* arg) {
+    auto* e = static_cast<Entry*>(arg);
+    if (--e->block->entries == 0 && !e->block->memory) delete e->block;
+    e->block = nullptr;
+    return nullptr;
   }
 
   std::mutex lock_;
   std::vector<Entry*> buckets_;   // heads of chains; size a power of two
   size_t count_ = 0;
+  bool blocksShared_ = true;
+  Block* current_ = nullptr;      // the block being filled
+  void* currentMemory_ = nullptr; // its memory, registered as a root
+  size_t currentSize_ = 0;        // its size in bytes
+  size_t cursor_ = 0;             // bytes of it used
   // Symbols a script made first and C++ interned later; uncollectable from then on.
   std::vector<Value, traceable_allocator<Value>> pinned_;
+  std::vector<void*, traceable_allocator<void*>> pinnedBlocks_;
 };
 
 SymbolTable& symbolTable() {
