@@ -1,22 +1,23 @@
-// Interned symbols: a chained hash table in malloc'ed memory, which the collector does not scan.
+// Interned symbols: an open-addressed hash table in malloc'ed memory, which the collector does
+// not scan.
 //
 // Collectable symbols are cut from shared blocks of collectable memory, and each block, not each
 // symbol, carries one Boehm "disappearing link": when nothing points into a block any more (the
-// collector honours interior pointers) it clears the link, and the next walk over a chain
-// unlinks that block's entries. One link per symbol cost a full collection every few thousand
-// new symbols: Boehm collects before it grows its table of links past 4,096 entries, and again
-// whenever a quarter of them died, so interning 200,000 names ran 60 full collections.
+// collector honours interior pointers) it clears the link, and the next probe that meets one of
+// that block's slots makes it a tombstone. One link per symbol cost a full collection every few
+// thousand new symbols: Boehm collects before it grows its table of links past 4,096 entries,
+// and again whenever a quarter of them died, so interning 200,000 names ran 60 collections.
 //
-// Entries never move (growing the table relinks them), and the chains are read under the
-// allocation lock: between the collector's decision that a block is dead and its clearing of
-// the link, reading a symbol's pointer would resurrect memory about to be freed
-// (gc.h, GC_general_register_disappearing_link).
+// The slots are read under the allocation lock: between the collector's decision that a block
+// is dead and its clearing of the link, reading a symbol's pointer would resurrect memory about
+// to be freed (gc.h, GC_general_register_disappearing_link).
 #include "interp/core/symbol_table.hpp"
 #include "interp/core/gc.hpp"
 
 #include <gc/gc.h>
 #include <gc/gc_allocator.h>
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -38,17 +39,20 @@ struct Block {
   size_t entries;    // collectable entries still pointing into it
 };
 
-struct Entry {
-  Symbol* symbol;
-  Entry* next;
-  Block* block;      // null for a pinned symbol: then the entry lives for good
+// One slot of the open-addressed table. The hash sits beside the pointer, so a probe passes
+// other names without reading their symbols.
+struct Slot {
+  Symbol* symbol;    // null: empty, or a tombstone when `tombstone`
+  Block* block;      // null for a pinned symbol: then the slot lives for good
   uint32_t hash;
+  bool tombstone;
 };
 
 // Big enough that a program interning a million names registers a few thousand links, small
 // enough that one kept symbol holds little memory alive.
 constexpr size_t kBlockBytes = 4096;
 constexpr size_t kSymbolAlign = 16;
+constexpr size_t kFirstSlots = 4096;
 
 class SymbolTable {
  public:
@@ -61,14 +65,18 @@ class SymbolTable {
   Value intern(std::string_view name, bool keyword, bool pin) {
     uint32_t hash = symbolNameHash(name) ^ (keyword ? 0x9e3779b9u : 0);
     std::lock_guard<std::mutex> g(lock_);
-    if (buckets_.empty()) buckets_.assign(1024, nullptr);
-    Lookup q{this, name, hash, keyword, nullptr, nullptr};
+    if (slots_.empty()) slots_.assign(kFirstSlots, Slot{nullptr, nullptr, 0, false});
+    Lookup q{this, name, hash, keyword, nullptr, 0};
     GC_call_with_alloc_lock(&SymbolTable::findLocked, &q);
     if (q.found) {
-      if (pin && q.entry->block) pinLater(q.entry, q.found);
+      if (pin && slots_[q.slot].block) pinLater(q.slot, q.found);
       return Value(q.found);
     }
-    if (count_ + 1 > buckets_.size()) makeRoom();
+    // Half full at most, counting tombstones: probes stay short.
+    if ((used_ + 1) * 2 > slots_.size()) {
+      GC_call_with_alloc_lock(&SymbolTable::rebuildLocked, this);
+      q.slot = freeSlotFor(hash);
+    }
 
     size_t bytes = (sizeof(Symbol) + name.size() + kSymbolAlign - 1) & ~(kSymbolAlign - 1);
     Block* block = nullptr;
@@ -90,18 +98,18 @@ class SymbolTable {
     std::memcpy(s->name, name.data(), name.size());
     s->name[name.size()] = '\0';
 
-    size_t b = hash & (buckets_.size() - 1);
-    auto* e = new Entry{s, buckets_[b], block, hash};
+    Slot& slot = slots_[q.slot];
+    if (!slot.tombstone) used_++;
+    slot = Slot{s, block, hash, false};
     if (block) block->entries++;
-    buckets_[b] = e;
-    count_++;
+    live_++;
     return Value(s);
   }
 
   size_t count() {
     std::lock_guard<std::mutex> g(lock_);
     GC_call_with_alloc_lock(&SymbolTable::pruneAllLocked, this);
-    return count_;
+    return live_;
   }
 
  private:
@@ -111,78 +119,76 @@ class SymbolTable {
     uint32_t hash;
     bool keyword;
     Symbol* found;
-    Entry* entry;
+    size_t slot;       // where it is, or the first free slot on its probe sequence
   };
 
-  static bool deadLocked(const Entry* e) { return e->block && !e->block->memory; }
+  static bool deadLocked(const Slot& s) { return s.symbol && s.block && !s.block->memory; }
 
-  static void dropLocked(SymbolTable* t, Entry* e) {
-    if (--e->block->entries == 0) delete e->block;   // its link went with the clearing
-    delete e;
-    t->count_--;
+  // A slot whose block died becomes a tombstone: probes go on past it.
+  static void buryLocked(SymbolTable* t, Slot& s) {
+    if (--s.block->entries == 0) delete s.block;   // its link went with the clearing
+    s = Slot{nullptr, nullptr, 0, true};
+    t->live_--;
   }
 
-  // Runs under the allocation lock: reads links, and unlinks the entries of dead blocks met on
-  // the way.
+  // Runs under the allocation lock: reads links, and buries the slots of dead blocks met on the
+  // way.
   static void* findLocked(void* arg) {
     auto* q = static_cast<Lookup*>(arg);
     SymbolTable* t = q->table;
-    Entry** link = &t->buckets_[q->hash & (t->buckets_.size() - 1)];
-    while (Entry* e = *link) {
-      if (deadLocked(e)) {
-        *link = e->next;
-        dropLocked(t, e);
+    size_t mask = t->slots_.size() - 1;
+    size_t firstFree = SIZE_MAX;
+    for (size_t i = q->hash & mask;; i = (i + 1) & mask) {
+      Slot& s = t->slots_[i];
+      if (!s.symbol) {
+        if (!s.tombstone) {
+          q->slot = firstFree != SIZE_MAX ? firstFree : i;
+          return nullptr;
+        }
+        if (firstFree == SIZE_MAX) firstFree = i;
         continue;
       }
-      Symbol* s = e->symbol;
-      if (e->hash == q->hash && (s->flags & 1) == q->keyword && s->view() == q->name) {
-        q->found = s;
-        q->entry = e;
+      if (s.hash != q->hash) continue;
+      if (deadLocked(s)) {
+        buryLocked(t, s);
+        if (firstFree == SIZE_MAX) firstFree = i;
+        continue;
+      }
+      if ((s.symbol->flags & 1) == q->keyword && s.symbol->view() == q->name) {
+        q->found = s.symbol;
+        q->slot = i;
         return nullptr;
       }
-      link = &e->next;
     }
-    return nullptr;
+  }
+
+  size_t freeSlotFor(uint32_t hash) const {
+    size_t mask = slots_.size() - 1;
+    size_t i = hash & mask;
+    while (slots_[i].symbol) i = (i + 1) & mask;
+    return i;
   }
 
   static void* pruneAllLocked(void* arg) {
     auto* t = static_cast<SymbolTable*>(arg);
-    for (Entry*& head : t->buckets_) {
-      Entry** link = &head;
-      while (Entry* e = *link) {
-        if (deadLocked(e)) {
-          *link = e->next;
-          dropLocked(t, e);
-        } else {
-          link = &e->next;
-        }
-      }
-    }
+    for (Slot& s : t->slots_)
+      if (deadLocked(s)) buryLocked(t, s);
     return nullptr;
   }
 
-  static void* rehashLocked(void* arg) {
+  // Drops the dead and the tombstones, and sizes the table for four times the live symbols:
+  // a rebuild happens at most once per (size / 4) new symbols.
+  static void* rebuildLocked(void* arg) {
     auto* t = static_cast<SymbolTable*>(arg);
-    std::vector<Entry*> old(t->buckets_.size() * 2, nullptr);
-    old.swap(t->buckets_);
-    size_t mask = t->buckets_.size() - 1;
-    for (Entry* e : old) {
-      while (e) {
-        Entry* next = e->next;
-        Entry*& head = t->buckets_[e->hash & mask];
-        e->next = head;
-        head = e;
-        e = next;
-      }
-    }
+    pruneAllLocked(t);
+    size_t size = kFirstSlots;
+    while (size < t->live_ * 4) size *= 2;
+    std::vector<Slot> old(size, Slot{nullptr, nullptr, 0, false});
+    old.swap(t->slots_);
+    for (const Slot& s : old)
+      if (s.symbol) t->slots_[t->freeSlotFor(s.hash)] = s;
+    t->used_ = t->live_;
     return nullptr;
-  }
-
-  // The table is full: drop the dead first; grow only when more than half is still alive, so
-  // a full sweep happens at most once per (size / 2) new symbols.
-  void makeRoom() {
-    GC_call_with_alloc_lock(&SymbolTable::pruneAllLocked, this);
-    if (count_ * 2 > buckets_.size()) GC_call_with_alloc_lock(&SymbolTable::rehashLocked, this);
   }
 
   // The block the next collectable symbol of BYTES goes into, opening one when the current one
@@ -215,21 +221,29 @@ class SymbolTable {
     return at;
   }
 
-  void pinLater(Entry* e, Symbol* s) {
+  void pinLater(size_t slot, Symbol* s) {
     pinned_.push_back(Value(s));   // scanned memory: the symbol (and its block) stay reachable
-    GC_call_with_alloc_lock(&SymbolTable::unshareLocked, e);
+    Unshare u{this, slot};
+    GC_call_with_alloc_lock(&SymbolTable::unshareLocked, &u);
   }
 
+  struct Unshare {
+    SymbolTable* table;
+    size_t slot;
+  };
+
   static void* unshareLocked(void* arg) {
-    auto* e = static_cast<Entry*>(arg);
-    if (--e->block->entries == 0 && !e->block->memory) delete e->block;
-    e->block = nullptr;
+    auto* u = static_cast<Unshare*>(arg);
+    Slot& s = u->table->slots_[u->slot];
+    if (--s.block->entries == 0 && !s.block->memory) delete s.block;
+    s.block = nullptr;
     return nullptr;
   }
 
   std::mutex lock_;
-  std::vector<Entry*> buckets_;   // heads of chains; size a power of two
-  size_t count_ = 0;
+  std::vector<Slot> slots_;       // size a power of two
+  size_t live_ = 0;               // slots holding a symbol (some may belong to dead blocks)
+  size_t used_ = 0;               // live slots and tombstones
   bool blocksShared_ = true;
   Block* current_ = nullptr;      // the block being filled
   void* currentMemory_ = nullptr; // its memory, registered as a root
