@@ -9,6 +9,8 @@
 #include "interp/language/equality.hpp"
 #include "interp/language/numbers.hpp"
 
+#include <gc/gc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -130,6 +132,7 @@ void indexInsert(HashTable* t, uint32_t h, int32_t entry) {
 void rebuild(HashTable* t, uint32_t minEntries) {
   Value* oldEntries = t->entries;
   uint32_t* oldHashes = t->hashes;
+  HashSlot* oldIndex = t->index;
   uint32_t oldUsed = t->entryUsed;
   uint32_t live = t->count;
   uint64_t want = std::max<uint64_t>({8, uint64_t(live) * 2, minEntries});
@@ -147,6 +150,15 @@ void rebuild(HashTable* t, uint32_t minEntries) {
   }
   t->entryUsed = k;
   t->count = k;
+  // The old arrays go back to the collector now: growing a table of 200,000 keys otherwise
+  // leaves 18 MB of garbage that brings on full collections. Only a custom equivalence runs
+  // user code while find holds the arrays (and compares their addresses to notice a rebuild),
+  // so its tables leave them to the collector.
+  if (t->equiv() != HashEquiv::Custom) {
+    GC_FREE(oldEntries);
+    GC_FREE(oldHashes);
+    GC_FREE(oldIndex);
+  }
 }
 
 struct Found {
