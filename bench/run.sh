@@ -3,7 +3,7 @@
 #   bash bench/run.sh            full run: 5 interleaved repetitions, writes bench/results/<date>.md
 #                                and the README's "Benchmarks" section
 #   bash bench/run.sh --quick    smoke run: small sizes, 1 repetition, bench/results/<date>-quick.md
-# Other options: --reps N, --threads N, --only dispatch,mlp,cnn,interp,startup, --no-build,
+# Other options: --reps N, --threads N, --only dispatch,mlp,cnn,counts,examples,interp,startup, --no-build,
 # --readme / --no-readme. See bench/runner.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -18,8 +18,10 @@ agree on the checksum (the same work was done).
 Options: --quick (small sizes, 1 repetition, results in <date>-quick.md, README untouched unless
 --readme), --reps N, --threads A,B (LibTorch/OpenMP threads on every side: the training
 workloads run at each count, the others at the first; default 1,nproc), --only a,b (workload
-groups: dispatch mlp cnn counts interp startup; `counts` is bench/train/counts.py: page faults
-and mmap/munmap/... calls per training step at each thread count), --no-build, --readme/--no-readme,
+groups: dispatch mlp cnn counts examples interp startup; `counts` is bench/train/counts.py: page
+faults and mmap/munmap/... calls per training step at each thread count; `examples` runs every
+bench/examples/NAME.purple that has a NAME.py beside it, both sides with --threads T at each thread
+count, and compares the whole process's wall time and peak RSS), --no-build, --readme/--no-readme,
 --r7rs PATH (also the r7rs-benchmarks suite from a local copy at PATH, on Purple, chibi-scheme and
 Guile 3 -O3, by bench/r7rs/run.py: results in <date>-r7rs.md).
 """
@@ -136,16 +138,56 @@ def build_guile():
 class Case:
     """One program run: IMPL (a column) runs ARGV; GROUP names the workload group."""
 
-    def __init__(self, group, impl, argv, env=None, rss=False, repeat=1, wall=None, suffix=""):
+    def __init__(self, group, impl, argv, env=None, rss=False, repeat=1, wall=None, suffix="", rss_metric="rss"):
         self.group, self.impl, self.argv, self.env = group, impl, argv, env
         self.suffix = suffix    # appended to the metrics it reports ("@2t": at 2 threads)
         self.rss = rss          # wrap in /usr/bin/time -f %M
+        self.rss_metric = rss_metric   # the metric the peak RSS goes under (+ suffix)
         self.repeat = repeat    # for wall-clock cases: runs per repetition
         self.wall = wall        # name of a wall-clock metric (start-up): the whole process is timed
 
 
 def thread_env(t):
     return {k: str(t) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+
+
+EXAMPLES_DIR = os.path.join(BENCH, "examples")
+
+
+def examples():
+    """The names of bench/examples/NAME.purple that have a NAME.py beside them, sorted."""
+    if not os.path.isdir(EXAMPLES_DIR):
+        return []
+    return sorted(f[:-len(".purple")] for f in os.listdir(EXAMPLES_DIR)
+                  if f.endswith(".purple") and os.path.exists(os.path.join(EXAMPLES_DIR, f[:-len(".purple")] + ".py")))
+
+
+def example_args(name, quick):
+    """The arguments both sides of example NAME get besides --threads: with --quick, those on its
+    .purple file's `QUICK-ARGS:` comment line (a smaller size), else none (the example's own)."""
+    if not quick:
+        return []
+    for line in open(os.path.join(EXAMPLES_DIR, name + ".purple")):
+        if "QUICK-ARGS:" in line:
+            return line.split("QUICK-ARGS:", 1)[1].split()
+    return []
+
+
+def example_cases(args):
+    """Each example at every thread count, Purple and python3-torch side by side: the whole
+    process's wall time (metric example-NAME@Tt) and peak RSS (example-NAME-rss@Tt); the timed
+    region the program reports goes under its own RESULT name (NAME@Tt)."""
+    out = []
+    for name in examples():
+        extra = example_args(name, args.quick)
+        for tn in args.thread_counts:
+            sfx, e = "@%dt" % tn, thread_env(tn)
+            argv = ["--threads", str(tn)] + extra
+            for impl, cmd in (("purple", [PURPLE, os.path.join(EXAMPLES_DIR, name + ".purple")]),
+                              ("python", [PY, os.path.join(EXAMPLES_DIR, name + ".py")])):
+                out.append(Case("example-" + name, impl, cmd + argv, env=e, rss=True, suffix=sfx,
+                                wall="example-%s%s" % (name, sfx), rss_metric="example-%s-rss" % name))
+    return out
 
 
 def cases(args, sizes, cxx):
@@ -173,6 +215,8 @@ def cases(args, sizes, cxx):
             s = str(sizes["cnn"])
             out += [Case("cnn", "purple", p("train/cnn.purple", t, s), env=e, suffix=sfx),
                     Case("cnn", "python", py("train/cnn.py", t, s), env=e, suffix=sfx)]
+    if "examples" in args.only:
+        out += example_cases(args)
     if "interp" in args.only:
         scm = os.path.join(BENCH, "interp", "interp.scm")
         for w, size in sizes["interp"].items():
@@ -243,7 +287,7 @@ def run_case(case, env, samples, works, checks, errors):
         if rssfile:
             try:
                 kb = float(open(rssfile).read().strip().splitlines()[-1])
-                samples.setdefault(("rss" + case.suffix, case.impl), []).append(kb * 1024)
+                samples.setdefault((case.rss_metric + case.suffix, case.impl), []).append(kb * 1024)
             except (ValueError, IndexError):
                 pass
             os.unlink(rssfile)
@@ -273,6 +317,7 @@ ROWS = [
     ("matmul-relu", "dispatch: 4×4 matmul + relu", "µs/iter", "per-iter",
      [("c++", "1.10", None), ("python", "0.8", None)]),
     "training",
+    "examples",
     # fib: issue 17's goal (issue 7's was 1.0, stretch 0.7)
     ("fib", "fib {fib}", "s", 1, [("cpython", "0.5", None), ("guile-eval", None, None), ("guile", None, None)]),
     ("tak", "tak 18 12 6 ×{tak}", "s", 1, [("cpython", None, None), ("guile-eval", None, None), ("guile", None, None)]),
@@ -289,6 +334,14 @@ def all_rows(thread_counts):
         if r == "training":
             for t in thread_counts:
                 rows += [("%s@%dt" % (m, t), label.replace("{t}", str(t)), u, sc, o) for m, label, u, sc, o in TRAINING_ROWS]
+        elif r == "examples":
+            # pytorch/examples ported (bench/examples): the whole process, loading and start-up included
+            for name in examples():
+                for t in thread_counts:
+                    rows += [("example-%s@%dt" % (name, t), "example %s, %d thread(s): wall time" % (name, t), "s", 1,
+                              [("python", "1.0", None)]),
+                             ("example-%s-rss@%dt" % (name, t), "example %s, %d thread(s): peak RSS" % (name, t), "MB",
+                              1 / 1e6, [("python", "1.0", None)])]
         else:
             rows.append(r)
     return rows
@@ -397,6 +450,8 @@ def goal_line(summary):
 
 def metric_group(metric):
     metric = metric.split("@")[0]
+    if metric.startswith("example-"):
+        return metric[:-len("-rss")] if metric.endswith("-rss") else metric
     return {"add": "dispatch", "matmul-relu": "dispatch", "mlp-epoch": "mlp", "rss": "mlp",
             "cnn-step": "cnn", "startup": "startup"}.get(metric, "interp")
 
@@ -465,7 +520,8 @@ def write_results(args, sizes, samples, checks, works, errors, info, vers, load0
         md.append("")
     md.append("Ratios are Purple ÷ other: below 1 means Purple is faster (or smaller). Times are of the "
               "timed region each program reports (start-up excluded), except start-up (the whole process, "
-              "wall clock) and peak RSS (`/usr/bin/time -f %M` on the whole MLP process, loading included).")
+              "wall clock), the examples' rows (the whole process, start-up and loading included) and peak RSS "
+              "(`/usr/bin/time -f %M` on the whole MLP or example process, loading included).")
     md.append("")
     md.append("**Machine:** %s cores, %s, %s memory, Linux %s. **Load average** (1/5/15 min): %s at the start, "
               "%s at the end%s." % (info["cores"], info["cpu"], info["memory"], info["kernel"],
@@ -579,7 +635,7 @@ def main():
     ap.add_argument("--threads", default="1,%d" % (os.cpu_count() or 1),
                     help="LibTorch/OpenMP threads on every side: training runs at each, the rest at the "
                          "first (default 1,nproc)")
-    ap.add_argument("--only", default="dispatch,mlp,cnn,counts,interp,startup", help="workload groups to run")
+    ap.add_argument("--only", default="dispatch,mlp,cnn,counts,examples,interp,startup", help="workload groups to run")
     ap.add_argument("--no-build", action="store_true", help="measure the existing build/purple")
     ap.add_argument("--build-wait", type=int, default=300, help="seconds to wait for another build")
     ap.add_argument("--r7rs", metavar="PATH", help="also run r7rs-benchmarks from this local copy (bench/r7rs/run.py)")
@@ -626,7 +682,7 @@ def main():
         # Rotate the order of the sides within each group from one repetition to the next.
         groups = []
         for c in all_cases:
-            key = (c.group, c.argv[-2:] if c.group == "interp" else None)
+            key = (c.group, c.argv[-2:] if c.group == "interp" else (c.suffix if c.group.startswith("example-") else None))
             if not groups or groups[-1][0] != key:
                 groups.append((key, []))
             groups[-1][1].append(c)

@@ -50,3 +50,15 @@ loader = DataLoader(ds, batch_sampler=BatchSampler(RandomSampler(ds), 4, drop_la
 emit("batch-sampler", batches(loader))
 loader = DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 3, drop_last=True))
 emit("batch-sampler-sequential", batches(loader))
+
+
+class Drawing(torch.utils.data.Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return torch.tensor([i, int(torch.randint(0, 100, (1,)).item())])
+
+
+torch.manual_seed(1)
+emit("per-sample-draws", [v for b in DataLoader(Drawing(), batch_size=4, shuffle=True) for row in b.tolist() for v in row])
