@@ -7,9 +7,9 @@
 // page faults in 3,000 iterations. Reusing same-size blocks gives both: training loops allocate
 // the same shapes every step, so the cache hits, and what is not reused is unmapped at once.
 //
-// Below 1 MB, glibc's malloc serves LibTorch. Its defaults move the mmap threshold at run time
+// Below 128 KB (kLargeBlock), glibc's malloc serves LibTorch. Its defaults move the mmap threshold at run time
 // and give memory back at every free that leaves 2x that threshold free at the heap's top, so a
-// training step that frees its 100 KB-1 MB buffers shrinks the heap (brk) and touches fresh
+// training step that frees its mid-sized buffers shrinks the heap (brk) and touches fresh
 // pages again on the next step: 340 page faults and 3 brk calls a step in bench/train/cnn
 // (bench/train/counts.py). A fixed mmap threshold at the cache's boundary and a trim threshold
 // of twice the tensor-collection threshold keep those pages: 10 faults a step, no brk.
@@ -29,7 +29,12 @@ namespace purple {
 
 namespace {
 
-constexpr size_t kLargeBlock = size_t(1) << 20;      // below this, the default allocator
+// Below this, the default allocator. 128 KB, not 1 MB: the 158 KB gate buffers of an LSTM cell,
+// left to glibc's heap among the smaller buffers an autograd graph saves, made the heap grow by
+// 200-400 MB at each of the first forward passes of PyTorch's time_sequence_prediction example
+// (a 1,000-step loop of two LSTM cells: peak 2.17 GB against python3-torch's 1.45 GB); served
+// here, the same run peaked at 1.36 GB (issue 30).
+constexpr size_t kLargeBlock = size_t(128) << 10;
 constexpr size_t kCacheCapacity = size_t(64) << 20;  // bytes of freed blocks kept for reuse
 constexpr size_t kTrimThreshold = size_t(128) << 20; // free bytes glibc keeps at its heap's top
 
