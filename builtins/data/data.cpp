@@ -1,6 +1,6 @@
 // Data: the C++ half of datasets and data loaders (prelude/35-data.purple is the Purple half).
 //
-//  * Transforms as data. `normalize`, `random-horizontal-flip`, `random-crop` and `to-dtype` (prelude) are
+//  * Transforms as data. `normalize`, `random-horizontal-flip` and `random-crop` (prelude) are
 //    Purple procedures that carry a *spec*, a list such as ((normalize (0.5) (0.5)) (hflip 0.5)).
 //    `%transform-apply` runs a spec on one sample (interpreter thread); a batcher runs the same
 //    spec on whole batches on its worker thread, drawing per-sample randomness itself.
@@ -31,7 +31,6 @@
 #include <sched.h>
 #include <sys/stat.h>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include "interp/limits/sandbox.hpp"
@@ -58,14 +57,12 @@ template <class T> T* foreignArg(Value v, const char* typeName, std::string_view
 // ---- transform specs ---------------------------------------------------------------------------
 
 struct TransformOp {
-  enum Kind { Normalize, HFlip, Crop, Convert } kind;
+  enum Kind { Normalize, HFlip, Crop } kind;
   std::vector<double> mean, std;     // Normalize
   double p = 0.5;                    // HFlip
   int64_t height = 0, width = 0;     // Crop
   int64_t padding = 0;
   double fill = 0;
-  at::ScalarType dtype = at::kFloat; // Convert: to DTYPE, then divided by DIVISOR
-  double divisor = 1;
 };
 using Spec = std::vector<TransformOp>;
 
@@ -134,14 +131,6 @@ Spec parseSpec(Value spec, std::string_view who) {
       op.fill = realField(car(cdddr(e)), who);
       if (op.height <= 0 || op.width <= 0 || op.padding < 0)
         throwError("data-error", std::string(who) + ": random-crop: bad size or padding:", cons(e, Value::nil()));
-    } else if (name == "convert" && n == 3) {
-      op.kind = TransformOp::Convert;
-      op.dtype = scalarTypeFromValue(cadr(e), who);
-      op.divisor = realField(caddr(e), who);
-      if (op.divisor == 0 || !std::isfinite(op.divisor))
-        throwError("data-error", std::string(who) + ": to-dtype: :divide-by must be a finite non-zero number:", cons(e, Value::nil()));
-      if (op.divisor != 1 && !at::isFloatingType(op.dtype))
-        throwError("data-error", std::string(who) + ": to-dtype: :divide-by needs a floating-point dtype:", cons(e, Value::nil()));
     } else {
       throwError("data-error", std::string(who) + ": unknown transform spec entry:", cons(e, Value::nil()));
     }
@@ -206,12 +195,6 @@ at::Tensor applySpec(const Spec& ops, at::Tensor x, bool batch, std::mt19937_64&
         x.index_copy_(0, idx, x.index_select(0, idx).flip({-1}));
         break;
       }
-      case TransformOp::Convert:
-        // the same two operations as (tensor-div (tensor-float x) 255.), so the values are
-        // bit-identical to converting the whole stored tensor up front
-        x = x.to(op.dtype);
-        if (op.divisor != 1) x = at::div(x, at::Scalar(op.divisor));
-        break;
       case TransformOp::Crop: {
         if (sampleDims < 2)
           throw std::runtime_error("random-crop: samples need at least two dimensions (H W); got shape " +

@@ -5,8 +5,6 @@
 #include <ATen/ATen.h>
 #include <zlib.h>
 
-#include <algorithm>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -25,49 +23,51 @@ namespace dataload {
   throwError("data-error", who + ": " + path + ": " + message);
 }
 
-// Reads exactly N bytes (fewer only at the end of the data) from F into DST. gzread reads
-// plain files as they are.
-size_t readUpTo(gzFile f, uint8_t* dst, size_t n, const std::string& who, const std::string& path) {
-  size_t got = 0;
-  while (got < n) {
-    unsigned ask = unsigned(std::min<size_t>(n - got, size_t(1) << 30));
-    int k = gzread(f, dst + got, ask);
-    if (k < 0) {
+// Reads a whole file, inflating it when it is gzip-compressed (zlib reads plain files as-is).
+std::vector<uint8_t> readMaybeGzipped(const std::string& path, const std::string& who) {
+  requireFileAccess(who);
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) fileError(who, std::string("cannot open file (") + std::strerror(errno) + ")", path);
+  gzbuffer(f, 1 << 17);
+  std::vector<uint8_t> out;
+  size_t chunk = 1 << 20;
+  while (true) {
+    size_t old = out.size();
+    out.resize(old + chunk);
+    int n = gzread(f, out.data() + old, unsigned(chunk));
+    if (n < 0) {
       int code = 0;
       std::string msg = gzerror(f, &code);
       gzclose(f);
       formatError(who, "corrupt or truncated gzip data (" + msg + ")", path);
     }
-    got += size_t(k);
-    if (unsigned(k) < ask) break;
+    out.resize(old + size_t(n));
+    if (size_t(n) < chunk) break;
+    if (chunk < (size_t(1) << 26)) chunk *= 2;
   }
-  return got;
+  int code = 0;
+  const char* msg = gzerror(f, &code);
+  std::string message = msg ? msg : "";
+  int closed = gzclose(f);
+  if (code != Z_OK && code != Z_STREAM_END)
+    formatError(who, "corrupt or truncated gzip data (" + message + ")", path);
+  if (closed == Z_BUF_ERROR) formatError(who, "truncated gzip data (the file ends in mid-stream)", path);
+  if (closed != Z_OK) formatError(who, "error reading compressed data", path);
+  return out;
 }
 
-// The header is read first, then the data straight into the tensor's storage: loading makes no
-// copy of the file in memory (the train images are 47 MB; reading the whole file into a buffer
-// first, then copying it, peaked at three times that).
 at::Tensor loadIdx(const std::string& path) {
   const std::string who = "load-idx";
-  requireFileAccess(who);
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) fileError(who, std::string("cannot open file (") + std::strerror(errno) + ")", path);
-  gzbuffer(f, 1 << 17);
-  auto fail = [&](const std::string& message) {
-    gzclose(f);
-    formatError(who, message, path);
-  };
-  uint8_t magic[4];
-  size_t got = readUpTo(f, magic, 4, who, path);
-  if (got < 4) fail("too short for an IDX header (" + std::to_string(got) + " bytes)");
-  if (magic[0] != 0 || magic[1] != 0) {
+  std::vector<uint8_t> bytes = readMaybeGzipped(path, who);
+  if (bytes.size() < 4) formatError(who, "too short for an IDX header (" + std::to_string(bytes.size()) + " bytes)", path);
+  if (bytes[0] != 0 || bytes[1] != 0) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "bad magic number 0x%02x%02x%02x%02x", magic[0], magic[1], magic[2], magic[3]);
-    fail(std::string(buf) + " (not an IDX file)");
+    std::snprintf(buf, sizeof buf, "bad magic number 0x%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2], bytes[3]);
+    formatError(who, std::string(buf) + " (not an IDX file)", path);
   }
-  at::ScalarType type = at::kByte;
-  size_t elem = 1;
-  switch (magic[2]) {
+  at::ScalarType type;
+  size_t elem;
+  switch (bytes[2]) {
     case 0x08: type = at::kByte; elem = 1; break;
     case 0x09: type = at::kChar; elem = 1; break;
     case 0x0B: type = at::kShort; elem = 2; break;
@@ -76,67 +76,41 @@ at::Tensor loadIdx(const std::string& path) {
     case 0x0E: type = at::kDouble; elem = 8; break;
     default: {
       char buf[64];
-      std::snprintf(buf, sizeof buf, "unknown element type code 0x%02x in the magic number", magic[2]);
-      fail(buf);
+      std::snprintf(buf, sizeof buf, "unknown element type code 0x%02x in the magic number", bytes[2]);
+      formatError(who, buf, path);
     }
   }
-  int ndim = magic[3];
-  if (ndim == 0) fail("the header declares zero dimensions");
+  int ndim = bytes[3];
+  if (ndim == 0) formatError(who, "the header declares zero dimensions", path);
   size_t header = 4 + 4 * size_t(ndim);
-  std::vector<uint8_t> dims(4 * size_t(ndim));
-  got = readUpTo(f, dims.data(), dims.size(), who, path);
-  if (got < dims.size())
-    fail("truncated header: " + std::to_string(ndim) + " dimensions need " + std::to_string(header) +
-         " bytes, the file has " + std::to_string(4 + got));
+  if (bytes.size() < header)
+    formatError(who, "truncated header: " + std::to_string(ndim) + " dimensions need " + std::to_string(header) +
+                         " bytes, the file has " + std::to_string(bytes.size()), path);
   std::vector<int64_t> shape;
   unsigned __int128 count = 1;
   for (int d = 0; d < ndim; d++) {
-    const uint8_t* p = &dims[4 * size_t(d)];
+    const uint8_t* p = &bytes[4 + 4 * d];
     uint32_t n = (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
     shape.push_back(int64_t(n));
     count *= n;
   }
   unsigned __int128 need = count * elem;
-  auto mismatch = [&](unsigned __int128 have) {
-    // a gzip stream cut short reads as short data: say which it is
-    int code = 0;
-    std::string message = gzerror(f, &code);
-    if (code != Z_OK && code != Z_STREAM_END) fail("corrupt or truncated gzip data (" + message + ")");
-    if (have < need && gzclose(f) == Z_BUF_ERROR) formatError(who, "truncated gzip data (the file ends in mid-stream)", path);
-    std::string sizes;
-    for (size_t i = 0; i < shape.size(); i++) sizes += (i ? "x" : "") + std::to_string(shape[i]);
-    std::string text = "size mismatch: the header declares " + sizes + " elements of " + std::to_string(elem) +
-                       " bytes (" + std::to_string(uint64_t(need)) + " bytes of data) but the file has " +
-                       std::to_string(uint64_t(have)) + (have < need ? " (truncated)" : " (trailing bytes)");
-    if (have < need) formatError(who, text, path);   // closed above
-    fail(text);
-  };
-  // A header that declares more than memory can hold: count what the file has instead of
-  // allocating (the same message as a short file).
-  if (need > (unsigned __int128)(size_t(1) << 46)) {
-    uint8_t sink[1 << 16];
-    size_t have = 0, k;
-    while ((k = readUpTo(f, sink, sizeof sink, who, path)) > 0) have += k;
-    mismatch(have);
+  size_t have = bytes.size() - header;
+  if (need != have) {
+    std::string dims;
+    for (size_t i = 0; i < shape.size(); i++) dims += (i ? "x" : "") + std::to_string(shape[i]);
+    formatError(who, "size mismatch: the header declares " + dims + " elements of " + std::to_string(elem) +
+                         " bytes (" + std::to_string(uint64_t(need)) + " bytes of data) but the file has " +
+                         std::to_string(have) + (have < need ? " (truncated)" : " (trailing bytes)"), path);
   }
   at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
   uint8_t* dst = static_cast<uint8_t*>(t.data_ptr());
-  size_t have = readUpTo(f, dst, size_t(need), who, path);
-  if (have < size_t(need)) mismatch(have);
-  uint8_t extra[4096];
-  size_t trailing = 0, k;
-  while ((k = readUpTo(f, extra, sizeof extra, who, path)) > 0) trailing += k;
-  if (trailing) mismatch((unsigned __int128)have + trailing);
-  int code = 0;
-  const char* msg = gzerror(f, &code);
-  std::string message = msg ? msg : "";
-  int closed = gzclose(f);
-  if (code != Z_OK && code != Z_STREAM_END) formatError(who, "corrupt or truncated gzip data (" + message + ")", path);
-  if (closed == Z_BUF_ERROR) formatError(who, "truncated gzip data (the file ends in mid-stream)", path);
-  if (closed != Z_OK) formatError(who, "error reading compressed data", path);
-  if (elem > 1) {
-    for (size_t i = 0; i < have; i += elem)   // big-endian to host, in place
-      std::reverse(dst + i, dst + i + elem);
+  const uint8_t* src = bytes.data() + header;
+  if (elem == 1) {
+    std::memcpy(dst, src, have);
+  } else {
+    for (size_t i = 0; i < have; i += elem)   // big-endian to host
+      for (size_t b = 0; b < elem; b++) dst[i + b] = src[i + elem - 1 - b];
   }
   return t;
 }
