@@ -1,16 +1,21 @@
-// Data readers: `load-idx` (MNIST-format IDX files, gzipped or not, through zlib) and
+// Data readers: `load-idx` (MNIST-format IDX files, gzipped or not, through zlib, inflated
+// straight into the tensor) and
 // `load-csv` (numeric columns of a delimited text file into a tensor).
 #include "builtins/builtins.hpp"
 #include "builtins/tensor/util.hpp"
 #include <ATen/ATen.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 #include "interp/limits/sandbox.hpp"
 
 namespace purple {
@@ -23,51 +28,92 @@ namespace dataload {
   throwError("data-error", who + ": " + path + ": " + message);
 }
 
-// Reads a whole file, inflating it when it is gzip-compressed (zlib reads plain files as-is).
-std::vector<uint8_t> readMaybeGzipped(const std::string& path, const std::string& who) {
-  requireFileAccess(who);
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) fileError(who, std::string("cannot open file (") + std::strerror(errno) + ")", path);
-  gzbuffer(f, 1 << 17);
-  std::vector<uint8_t> out;
-  size_t chunk = 1 << 20;
-  while (true) {
-    size_t old = out.size();
-    out.resize(old + chunk);
-    int n = gzread(f, out.data() + old, unsigned(chunk));
-    if (n < 0) {
-      int code = 0;
-      std::string msg = gzerror(f, &code);
-      gzclose(f);
-      formatError(who, "corrupt or truncated gzip data (" + msg + ")", path);
-    }
-    out.resize(old + size_t(n));
-    if (size_t(n) < chunk) break;
-    if (chunk < (size_t(1) << 26)) chunk *= 2;
+// An IDX file, gzipped or plain (zlib reads plain files as they are), read in pieces: the data
+// goes straight into the tensor, so loading a 47 MB image file needs 47 MB, not the inflated
+// file in a growing buffer (transiently twice its size) plus the tensor it is copied into.
+class IdxStream {
+ public:
+  IdxStream(const std::string& path, const std::string& who) : path_(path), who_(who) {
+    requireFileAccess(who);
+    file_ = gzopen(path.c_str(), "rb");
+    if (!file_) fileError(who, std::string("cannot open file (") + std::strerror(errno) + ")", path);
+    gzbuffer(file_, 1 << 17);
   }
-  int code = 0;
-  const char* msg = gzerror(f, &code);
-  std::string message = msg ? msg : "";
-  int closed = gzclose(f);
-  if (code != Z_OK && code != Z_STREAM_END)
-    formatError(who, "corrupt or truncated gzip data (" + message + ")", path);
-  if (closed == Z_BUF_ERROR) formatError(who, "truncated gzip data (the file ends in mid-stream)", path);
-  if (closed != Z_OK) formatError(who, "error reading compressed data", path);
-  return out;
+  ~IdxStream() {
+    if (file_) gzclose(file_);
+  }
+  IdxStream(const IdxStream&) = delete;
+  IdxStream& operator=(const IdxStream&) = delete;
+
+  // Reads up to N bytes into DST; fewer only where the data ends.
+  size_t read(uint8_t* dst, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      unsigned want = unsigned(std::min(n - got, size_t(1) << 30));
+      int r = gzread(file_, dst + got, want);
+      if (r < 0) {
+        int code = 0;
+        std::string msg = gzerror(file_, &code);
+        formatError(who_, "corrupt or truncated gzip data (" + msg + ")", path_);
+      }
+      got += size_t(r);
+      if (unsigned(r) < want) break;
+    }
+    return got;
+  }
+
+  // Reads to the end of the data, counting the bytes.
+  size_t skipRest() {
+    std::vector<uint8_t> scratch(size_t(1) << 16);
+    size_t total = 0, n;
+    while ((n = read(scratch.data(), scratch.size())) > 0) total += n;
+    return total;
+  }
+
+  // Closes the file, raising what a damaged gzip stream shows only at its end. Called before
+  // any complaint about the IDX content, so that a damaged file is reported as such.
+  void finish() {
+    int code = 0;
+    const char* msg = gzerror(file_, &code);
+    std::string message = msg ? msg : "";
+    int closed = gzclose(file_);
+    file_ = nullptr;
+    if (code != Z_OK && code != Z_STREAM_END)
+      formatError(who_, "corrupt or truncated gzip data (" + message + ")", path_);
+    if (closed == Z_BUF_ERROR) formatError(who_, "truncated gzip data (the file ends in mid-stream)", path_);
+    if (closed != Z_OK) formatError(who_, "error reading compressed data", path_);
+  }
+
+ private:
+  gzFile file_ = nullptr;
+  std::string path_, who_;
+};
+
+// The most data a file of this size can hold: deflate inflates at most about 1032 to 1.
+unsigned __int128 mostInflatedBytes(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || st.st_size < 0) return 0;
+  return (unsigned __int128)st.st_size * 1100 + (1 << 20);
 }
 
 at::Tensor loadIdx(const std::string& path) {
   const std::string who = "load-idx";
-  std::vector<uint8_t> bytes = readMaybeGzipped(path, who);
-  if (bytes.size() < 4) formatError(who, "too short for an IDX header (" + std::to_string(bytes.size()) + " bytes)", path);
-  if (bytes[0] != 0 || bytes[1] != 0) {
+  IdxStream in(path, who);
+  uint8_t magic[4];
+  size_t got = in.read(magic, 4);
+  if (got < 4) {
+    in.finish();
+    formatError(who, "too short for an IDX header (" + std::to_string(got) + " bytes)", path);
+  }
+  if (magic[0] != 0 || magic[1] != 0) {
+    in.finish();
     char buf[64];
-    std::snprintf(buf, sizeof buf, "bad magic number 0x%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2], bytes[3]);
+    std::snprintf(buf, sizeof buf, "bad magic number 0x%02x%02x%02x%02x", magic[0], magic[1], magic[2], magic[3]);
     formatError(who, std::string(buf) + " (not an IDX file)", path);
   }
   at::ScalarType type;
   size_t elem;
-  switch (bytes[2]) {
+  switch (magic[2]) {
     case 0x08: type = at::kByte; elem = 1; break;
     case 0x09: type = at::kChar; elem = 1; break;
     case 0x0B: type = at::kShort; elem = 2; break;
@@ -75,42 +121,54 @@ at::Tensor loadIdx(const std::string& path) {
     case 0x0D: type = at::kFloat; elem = 4; break;
     case 0x0E: type = at::kDouble; elem = 8; break;
     default: {
+      in.finish();
       char buf[64];
-      std::snprintf(buf, sizeof buf, "unknown element type code 0x%02x in the magic number", bytes[2]);
+      std::snprintf(buf, sizeof buf, "unknown element type code 0x%02x in the magic number", magic[2]);
       formatError(who, buf, path);
     }
   }
-  int ndim = bytes[3];
-  if (ndim == 0) formatError(who, "the header declares zero dimensions", path);
+  int ndim = magic[3];
+  if (ndim == 0) {
+    in.finish();
+    formatError(who, "the header declares zero dimensions", path);
+  }
   size_t header = 4 + 4 * size_t(ndim);
-  if (bytes.size() < header)
+  std::vector<uint8_t> dims(4 * size_t(ndim));
+  got = in.read(dims.data(), dims.size());
+  if (got < dims.size()) {
+    in.finish();
     formatError(who, "truncated header: " + std::to_string(ndim) + " dimensions need " + std::to_string(header) +
-                         " bytes, the file has " + std::to_string(bytes.size()), path);
+                         " bytes, the file has " + std::to_string(4 + got), path);
+  }
   std::vector<int64_t> shape;
   unsigned __int128 count = 1;
   for (int d = 0; d < ndim; d++) {
-    const uint8_t* p = &bytes[4 + 4 * d];
+    const uint8_t* p = &dims[4 * size_t(d)];
     uint32_t n = (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
     shape.push_back(int64_t(n));
     count *= n;
   }
   unsigned __int128 need = count * elem;
-  size_t have = bytes.size() - header;
-  if (need != have) {
-    std::string dims;
-    for (size_t i = 0; i < shape.size(); i++) dims += (i ? "x" : "") + std::to_string(shape[i]);
-    formatError(who, "size mismatch: the header declares " + dims + " elements of " + std::to_string(elem) +
+  auto mismatch = [&](size_t have) {
+    in.finish();
+    std::string sizes;
+    for (size_t i = 0; i < shape.size(); i++) sizes += (i ? "x" : "") + std::to_string(shape[i]);
+    formatError(who, "size mismatch: the header declares " + sizes + " elements of " + std::to_string(elem) +
                          " bytes (" + std::to_string(uint64_t(need)) + " bytes of data) but the file has " +
                          std::to_string(have) + (have < need ? " (truncated)" : " (trailing bytes)"), path);
-  }
+  };
+  // A header declaring more data than the file can hold is not allocated for.
+  if (need > mostInflatedBytes(path)) mismatch(in.skipRest());
   at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
   uint8_t* dst = static_cast<uint8_t*>(t.data_ptr());
-  const uint8_t* src = bytes.data() + header;
-  if (elem == 1) {
-    std::memcpy(dst, src, have);
-  } else {
+  size_t have = in.read(dst, size_t(need));
+  if (have < need) mismatch(have);
+  size_t trailing = in.skipRest();
+  if (trailing > 0) mismatch(have + trailing);
+  in.finish();
+  if (elem > 1) {
     for (size_t i = 0; i < have; i += elem)   // big-endian to host
-      for (size_t b = 0; b < elem; b++) dst[i + b] = src[i + elem - 1 - b];
+      std::reverse(dst + i, dst + i + elem);
   }
   return t;
 }
