@@ -283,15 +283,17 @@ void registerOptim(Registry& r) {
           if (!closure.isMissing() && !closure.isFalse()) {
             if (!isProcedure(closure)) throwTypeError("optimizer-step", 2, "a procedure (the closure)", closure);
             Root proc(closure);
-            Root last;
-            opt->step([&in, &proc, &last]() -> at::Tensor {
+            // The step's result is the first closure call's loss, as torch.optim returns it
+            // (LBFGS evaluates the closure many times and returns the loss it started from).
+            Root first;
+            opt->step([&in, &proc, &first]() -> at::Tensor {
               torch::AutoGradMode enable(true);
               Value loss = in.apply(proc.get(), nullptr, 0);
               if (!isTensor(loss)) throwError("type-error", "optimizer-step: the closure must return the loss tensor, got " + toWriteString(loss));
-              last.set(loss);
+              if (!first) first.set(loss);
               return tensorOf(loss);
             });
-            result = last ? last.get() : Value::unspecified();
+            result = first ? first.get() : Value::unspecified();
           } else {
             if (o->optKind == "lbfgs") throwError("value-error", "optimizer-step: lbfgs needs a closure that recomputes the loss");
             opt->step();
@@ -302,7 +304,8 @@ void registerOptim(Registry& r) {
         },
         "Updates the parameters from their gradients: (optimizer-step) steps the current optimizer (the one made most "
         "recently, or set by with-optimizer); (optimizer-step opt) steps OPT; (optimizer-step [opt] closure) passes a "
-        "closure that recomputes and returns the loss (needed by lbfgs) and returns that loss. Afterwards the "
+        "closure that recomputes and returns the loss (needed by lbfgs) and returns the loss of its first call (for "
+        "lbfgs, which calls it many times, the loss before the step, as torch.optim.LBFGS). Afterwards the "
         "gradients are cleared unless the optimizer was made with :auto-zero-grad #f, so (backward loss) "
         "(optimizer-step) is a complete training step.");
   r.def("optimizer-zero-grad", "(:optional opt :key (set-to-none #t))",

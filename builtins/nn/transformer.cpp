@@ -202,7 +202,7 @@ struct MhaLayer : torch::nn::MultiheadAttentionImpl, ModuleForward {
     auto r = attend(q, k, v, optTensor(a.key("key-padding-mask"), who, 4), optBool(a.key("need-weights"), true),
                     optTensor(a.key("attn-mask"), who, 5), optBool(a.key("average-attn-weights"), true),
                     optBool(a.key("is-causal"), false));
-    return list2(wrapTensor(std::get<0>(r)), std::get<1>(r).defined() ? wrapTensor(std::get<1>(r)) : Value::f());
+    return list2(wrapTensor(std::move(std::get<0>(r))), std::get<1>(r).defined() ? wrapTensor(std::move(std::get<1>(r))) : Value::f());
   }
 };
 

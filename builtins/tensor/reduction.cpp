@@ -21,9 +21,10 @@ int64_t singleDim(const Dims& d, const char* who) {
   return d.dims[0];
 }
 
-Value pairValue(const std::tuple<at::Tensor, at::Tensor>& t) {
-  Value items[2] = {wrapTensor(std::get<0>(t)), Value::nil()};
-  items[1] = wrapTensor(std::get<1>(t));
+// Moved out of the tuple: a sole owner's storage is what the tensor collector counts.
+Value pairValue(std::tuple<at::Tensor, at::Tensor> t) {
+  Value items[2] = {wrapTensor(std::move(std::get<0>(t))), Value::nil()};
+  items[1] = wrapTensor(std::move(std::get<1>(t)));
   return listFromArray(items, 2);
 }
 
