@@ -163,13 +163,14 @@ def examples():
 
 
 def example_args(name, quick):
-    """The arguments both sides of example NAME get besides --threads: with --quick, those on its
-    .purple file's `QUICK-ARGS:` comment line (a smaller size), else none (the example's own)."""
-    if not quick:
-        return []
+    """The arguments both sides of example NAME get besides --threads: those on its .purple file's
+    `QUICK-ARGS:` comment line with --quick (a smaller size), else those on its `BENCH-ARGS:` line
+    (a size that keeps the full run within minutes, where the example's own default takes longer),
+    else none (the example's own)."""
+    key = "QUICK-ARGS:" if quick else "BENCH-ARGS:"
     for line in open(os.path.join(EXAMPLES_DIR, name + ".purple")):
-        if "QUICK-ARGS:" in line:
-            return line.split("QUICK-ARGS:", 1)[1].split()
+        if key in line:
+            return line.split(key, 1)[1].split()
     return []
 
 
