@@ -61,6 +61,7 @@ seq = Sequence()
 seq.double()
 criterion = nn.MSELoss()
 optimizer = torch.optim.LBFGS(seq.parameters(), lr=0.8)
+print("WORK lstm-sine: %d lbfgs step(s), 100 waves of 1000 points, float64, %d thread(s)" % (args.steps, args.threads))
 start = time.time()
 for i in range(args.steps):
     print("STEP: ", i)
@@ -78,5 +79,6 @@ for i in range(args.steps):
         future = 1000
         pred = seq(test_input, future=future)
         loss = criterion(pred[:, :-future], test_target)
+        last_test_loss = loss.item()
         print("test loss: %.10f" % loss.item())
-print("RESULT lstm-sine %.3f s, %d steps, %d thread(s)" % (time.time() - start, args.steps, args.threads))
+print("RESULT lstm-sine %.6f %.6e" % (time.time() - start, last_test_loss))

@@ -82,6 +82,7 @@ def test(model, loader):
     test_loss /= len(loader.dataset)
     print("\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n".format(
         test_loss, correct, len(loader.dataset), 100. * correct / len(loader.dataset)))
+    return test_loss
 
 
 torch.manual_seed(1)
@@ -93,9 +94,11 @@ test_loader = torch.utils.data.DataLoader(test_set, batch_size=1000)
 model = Net()
 optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+print("WORK mnist-cnn: %d epoch(s) of %d training batches of 64 and the test set, %d thread(s)"
+      % (args.epochs, args.batches, args.threads))
 start = time.time()
 for epoch in range(1, args.epochs + 1):
     train(model, train_loader, optimizer, epoch)
-    test(model, test_loader)
+    last_test_loss = test(model, test_loader)
     scheduler.step()
-print("RESULT mnist-cnn %.3f s, %d epoch(s) of %d batches, %d thread(s)" % (time.time() - start, args.epochs, args.batches, args.threads))
+print("RESULT mnist-cnn %.6f %.4f" % (time.time() - start, last_test_loss))
