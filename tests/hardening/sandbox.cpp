@@ -134,7 +134,8 @@ std::map<std::string, Rule> declaredRules(purple::Interpreter& host) {
 std::map<std::string, std::string> attackCalls() {
   std::map<std::string, std::string> m = {
       {"command-line", "(command-line)"},
-      {"%worker-pool-start", "(for-each display (data-loader (make-dataset 4 (lambda (i) i)) :num-workers 2))"},
+      // (what data-loader calls with :num-workers; a whole pass would first draw its base seed)
+      {"%worker-pool-start", "(%worker-pool-start 2 2 0 (lambda (id seed) id) (lambda (indices cell) indices))"},
       {"%data-worker-signal-self", "(%data-worker-signal-self 9)"},
       {"exit", "(exit 3)"},
       {"emergency-exit", "(emergency-exit 3)"},
