@@ -32,6 +32,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
