@@ -38,10 +38,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -173,6 +175,23 @@ std::string describeCurrentException(Interp& in) {
   }
 }
 
+// A host's output callback (the Jupyter kernel's, which sends over ZeroMQ) cannot work in a
+// worker: the threads behind it were not forked. The worker's current ports write to its stdout
+// and stderr instead. The callback is moved out and never destroyed: its captures belong to the
+// host's objects, copied into this process but not to be torn down by it.
+void detachHostOutput(Interp& in) {
+  std::pair<Value, FILE*> ports[] = {{in.currentOutputPort(), stdout}, {in.currentErrorPort(), stderr}};
+  for (auto& [port, file] : ports) {
+    if (!isPort(port)) continue;
+    PortImpl* p = portImpl(port);
+    if (!p->output || !p->sink) continue;
+    new std::function<void(std::string_view)>(std::move(p->sink));
+    p->sink = nullptr;
+    p->file = file;
+    p->ownsFile = false;
+  }
+}
+
 // The worker's whole life: never returns.
 [[noreturn]] void serve(Interp& in, int sock, int id, int count, uint64_t seed, Value setup, Value fetch,
                         pid_t parent) {
@@ -180,6 +199,7 @@ std::string describeCurrentException(Interp& in) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(0);   // the parent died before the request
     std::signal(SIGINT, SIG_IGN);
+    detachHostOutput(in);
     at::set_num_threads(1);
     at::manual_seed(seed);
     gWorkerInfo = WorkerInfo{true, id, count, seed};
