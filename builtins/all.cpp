@@ -22,7 +22,7 @@ void registerAllBuiltins(Interp& in) {
       {"nn", registerOptimizers}, {"nn", registerOptimizerState}, {"nn", registerAmp},
       {"nn", registerAveragedModels}, {"nn", registerSerialize},
       {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript}, {"formats", registerJit},
-      {"data", registerData}, {"data", registerSamplers}, {"data", registerDataIO}, {"metrics", registerMetrics},
+      {"data", registerData}, {"data", registerSamplers}, {"data", registerDataWorkers}, {"data", registerDataIO}, {"metrics", registerMetrics},
       {"display", registerImages}, {"display", registerHtml}, {"images", registerImageFiles},
       {"profile", registerTensorMemory}, {"profile", registerSampling}, {"profile", registerOpProfiler},
 #ifdef PURPLE_HAVE_PLOT

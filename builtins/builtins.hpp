@@ -57,6 +57,7 @@ void registerJit(Registry& r);            // jit-trace, jit-compile, save-torchs
 // data, metrics (builtins/data/; prelude/35-data, 40-training)
 void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?
 void registerSamplers(Registry& r);       // sampler and loader index draws, as PyTorch's
+void registerDataWorkers(Registry& r);    // data-loader worker processes for Purple datasets
 void registerDataIO(Registry& r);         // load-idx, load-csv
 void registerMetrics(Registry& r);        // accuracy, precision, recall, f1-score, confusion-matrix
 void registerAutograd(Registry& r);       // gradients, modes, hooks, custom functions

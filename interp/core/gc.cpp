@@ -90,6 +90,10 @@ void gcInit() {
     if (!std::getenv("PURPLE_GC_SCAN_ALL_LIBRARIES")) GC_register_has_static_roots_callback(keepOnlyPurpleRoots);
     GC_set_finalize_on_demand(1);
     GC_set_finalizer_notifier(onFinalizersReady);
+    // Data-loader worker processes (builtins/data/worker_processes.cpp) fork and go on
+    // allocating in the child: the collector's own fork handlers hold its lock across fork() and
+    // leave the child a consistent collector with its one thread. Only effective before GC_INIT.
+    GC_set_handle_fork(1);
     GC_INIT();
     if (syscall(SYS_gettid) != getpid()) {
       GC_stack_base sb;

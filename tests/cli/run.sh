@@ -115,4 +115,19 @@ trace_has "fit with a misspelt keyword: the user's call" "$tmp/err" "fit.purple:
 trace_lacks "fit with a misspelt keyword: no raiser frames" "$tmp/err" "in \(error\|raise\|memq\|assq\) "
 prelude_marked "fit with a misspelt keyword" "$tmp/err"
 
+# Data-loader worker processes: what a dataset displays in a worker reaches stdout, and output
+# still buffered in the parent when it forks (stdout is a file here) is written once, not once
+# per worker.
+cat > "$tmp/workers.purple" <<'P'
+(display "before-fork ")
+(define ds (make-dataset 4 (lambda (i) (display "in-worker ") (display i) (newline) i)))
+(for-each (lambda (b) #t) (data-loader ds :batch-size 1 :num-workers 2))
+(display "after")
+P
+"$purple" "$tmp/workers.purple" > "$tmp/out" 2> "$tmp/err"; status=$?
+check "worker processes: exit 0" "$([ $status = 0 ]; echo $?)" "status $status: $(cat "$tmp/err")"
+check "worker processes: buffered output written once" "$([ "$(grep -o before-fork "$tmp/out" | wc -l)" = 1 ]; echo $?)" "$(cat "$tmp/out")"
+check "worker processes: each worker's display shows" "$([ "$(grep -c "in-worker [0-3]$" "$tmp/out")" = 4 ]; echo $?)" "$(cat "$tmp/out")"
+check "worker processes: then the parent's" "$(tail -c 5 "$tmp/out" | grep -qx after; echo $?)" "$(cat "$tmp/out")"
+
 finish

@@ -134,6 +134,9 @@ std::map<std::string, Rule> declaredRules(purple::Interpreter& host) {
 std::map<std::string, std::string> attackCalls() {
   std::map<std::string, std::string> m = {
       {"command-line", "(command-line)"},
+      // (what data-loader calls with :num-workers; a whole pass would first draw its base seed)
+      {"%worker-pool-start", "(%worker-pool-start 2 2 0 (lambda (id seed) id) (lambda (indices cell) indices))"},
+      {"%data-worker-signal-self", "(%data-worker-signal-self 9)"},
       {"exit", "(exit 3)"},
       {"emergency-exit", "(emergency-exit 3)"},
       {"get-environment-variable", "(get-environment-variable \"PURPLE_SANDBOX_SECRET\")"},
@@ -265,6 +268,7 @@ const std::set<std::string> kRefused = {
     "save-safetensors", "torch-save", "torch-load", "save-state-dict", "load-state-dict", "load-torchscript",
     "save-torchscript", "export-onnx", "save-optimizer-state", "load-optimizer-state!", "save-png",
     "read-image", "file->tensor", "write-png", "write-jpeg", "directory-files", "file-directory?",
+    "%worker-pool-start", "%data-worker-signal-self",
     // optional families: checked only when built in
     "dist-init", "dist-new-group", "dist-destroy", "dist-local-rank", "dist-local-world-size",
     "distributed-data-parallel", "dist-all-reduce!", "dist-all-reduce", "dist-broadcast!", "dist-broadcast",
