@@ -186,7 +186,8 @@ void registerSystem(Registry& r) {
     requireProcessAccess("set-tensor-gc-threshold!");
     setTensorCollectThreshold(b);
   },
-        "Sets how many bytes of new tensor storage trigger a collection (default 64 MB).");
+        "Sets how many bytes of new tensor storage trigger a collection, from then on fixed. By "
+        "default the threshold follows the collector's live heap: half of it, from 16 MB to 64 MB.");
   sandbox(r, "set-tensor-gc-threshold!", Needs::Process, "global settings: the tensor collection threshold of every interpreter");
   r.def("tensor-free!", "(tensor)", [](Value t) {
     if (!isTensor(t)) throwTypeError("tensor-free!", 1, "a tensor", t);
