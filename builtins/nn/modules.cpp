@@ -17,6 +17,7 @@
 #include "builtins/nn/layer.hpp"
 #include "builtins/builtins.hpp"
 #include "interp/core/gc.hpp"
+#include "interp/language/borrowing_calls.hpp"
 #include "interp/language/printer.hpp"
 #include "interp/memory/tensor_value.hpp"
 #include <memory>
@@ -343,6 +344,16 @@ Value moduleApplyHook(Interp& in, Value fn, const Value* argv, int argc) {
   throwError("type-error", "attempt to call a non-procedure:", listFromArray(&fn, 1));
 }
 
+// A one-tensor layer (LibTorch's, a function layer, a sequential of them) takes its argument's
+// tensor and wraps its result in a new cell, or returns the argument cell itself; it keeps no
+// argument cell. Hooks see the arguments and may keep them: a module with hooks does not borrow.
+bool moduleBorrowsArguments(Value fn) {
+  if (!isModule(fn)) return false;
+  const ModulePtr& m = moduleArg(fn, "apply", 0);
+  auto* f = dynamic_cast<ModuleForward*>(m.get());
+  return f && f->hasTensorForward() && !moduleHasHooks(*m);
+}
+
 }  // namespace
 
 void registerNnModules(Registry& r) {
@@ -351,6 +362,7 @@ void registerNnModules(Registry& r) {
     hooked = true;
     gPreviousApplyHook = Interp::extensionApplyHook;
     Interp::extensionApplyHook = &moduleApplyHook;
+    moduleCallBorrowsArguments = &moduleBorrowsArguments;
   }
 
   r.def("linear", "(in-features out-features :key (bias #t))",

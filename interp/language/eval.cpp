@@ -2,6 +2,7 @@
 // instead of recursing, so tail calls run in constant C++ stack. Each C++ activation of `eval`
 // owns a small frame buffer: a closure whose frame nobody can capture runs in it, without a
 // heap allocation per call.
+#include "interp/language/borrowing_calls.hpp"
 #include "interp/language/eval_internal.hpp"
 #include "interp/language/inline_ops.hpp"
 #include "interp/language/node.hpp"
@@ -398,6 +399,19 @@ inline bool isFreshPrimitiveCall(Node* n) {
   return g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh);
 }
 
+// `(conv2 (tensor-relu (conv1 x)))`: a module call whose arguments include calls of
+// fresh-returning builtins; when the module keeps no argument cell (borrowing_calls.hpp), those
+// tensors are released as soon as it returns, as for a builtin.
+__attribute__((noinline)) Value callModuleReleasingArguments(Interp& in, AppNode* app, Value fn, Value* argv,
+                                                             uint32_t argc) {
+  uint32_t fresh = 0;
+  for (uint32_t i = 0; i < argc && i < 32; i++)
+    if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
+  Value result = in.apply(shareValue(fn), argv, int(argc));
+  if (fresh && moduleCallBorrowsArguments(fn)) releaseFreshArguments(argv, argc, fresh, result);
+  return result;
+}
+
 // `(+ (fib (- n 1)) (fib (- n 2)))`, `(null? (cdr l))`: an inline builtin whose arguments are
 // calls but not of tensor builtins (tensorArgMask), without the scratch cells of the general
 // primitive call. A fresh result of another builtin, as in `(+ (* x 2) 1)` on tensors, is still
@@ -612,6 +626,8 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   }
 }
 }  // namespace
+
+bool (*moduleCallBorrowsArguments)(Value fn) = nullptr;
 
 Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
   return primitiveApp<false>(in, app, fn, env);
@@ -893,6 +909,8 @@ Value Interp::eval(Node* node, Frame* env) {
         if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
         if (!fn.is(Kind::Closure)) {
           if (fn.is(Kind::Continuation) && isEscapeTarget(*this, fn)) return makeValues(argv, size_t(argc));
+          if (fn.is(Kind::Module) && app->appArgMask && moduleCallBorrowsArguments)
+            return callModuleReleasingArguments(*this, app, fn, argv, argc);
           return apply(shareValue(fn), argv, int(argc));
         }
         LambdaNode* l = fn.as<Closure>()->code;
