@@ -179,7 +179,14 @@ def example_cases(args):
     process's wall time (metric example-NAME@Tt) and peak RSS (example-NAME-rss@Tt); the timed
     region the program reports goes under its own RESULT name (NAME@Tt)."""
     out = []
-    for name in examples():
+    chosen = examples()
+    if args.examples:
+        wanted = args.examples.split(",")
+        unknown = [w for w in wanted if w not in chosen]
+        if unknown:
+            sys.exit("bench: no example pair named %s in bench/examples" % ", ".join(unknown))
+        chosen = [n for n in chosen if n in wanted]
+    for name in chosen:
         extra = example_args(name, args.quick)
         for tn in args.thread_counts:
             sfx, e = "@%dt" % tn, thread_env(tn)
@@ -637,6 +644,7 @@ def main():
                     help="LibTorch/OpenMP threads on every side: training runs at each, the rest at the "
                          "first (default 1,nproc)")
     ap.add_argument("--only", default="dispatch,mlp,cnn,counts,examples,interp,startup", help="workload groups to run")
+    ap.add_argument("--examples", default="", help="with the examples group: only these pairs (NAME,NAME...)")
     ap.add_argument("--no-build", action="store_true", help="measure the existing build/purple")
     ap.add_argument("--build-wait", type=int, default=300, help="seconds to wait for another build")
     ap.add_argument("--r7rs", metavar="PATH", help="also run r7rs-benchmarks from this local copy (bench/r7rs/run.py)")
