@@ -37,9 +37,10 @@ inline void observeDropped(TensorObj* cell) {
 // The collection threshold. Set (PURPLE_TENSOR_GC_THRESHOLD, set-tensor-gc-threshold!), it is
 // fixed. Otherwise it follows the collector's live heap: half of it, from 16 MB to 64 MB. A
 // collection costs about the marking of the live heap, so with the few tens of MB a training
-// script has, dead tensors go every 16 MB (the MLP epoch: 1.75-1.80 s and 279 MB peak, against
-// 2.09-2.20 s and 341-412 MB at a fixed 64 MB; the VAE example: 293 MB against 398 MB, Python
-// 341 MB), while a script holding a large heap of Lisp data collects no more often than before.
+// script has, dead tensors go every 16 MB (the MLP epoch, interleaved runs: 2.91-3.22 s and
+// 251 MB peak, against 3.70-4.09 s and 315 MB at a fixed 64 MB; the VAE example: 278 MB
+// against 398 MB, Python 341 MB), while a script holding a large heap of Lisp data collects no
+// more often than before.
 constexpr int64_t kLeastThreshold = int64_t(16) << 20;
 constexpr int64_t kMostThreshold = int64_t(64) << 20;
 std::atomic<bool> gThresholdFixed{false};
