@@ -439,18 +439,15 @@ void registerStrings(Registry& r) {
           return makeString(sl.bytes());
         },
         "A new string of the characters of STRING from START up to (not including) END.");
-  r.def("string-append", "(:rest strings)",
-        [](RestArgs strings) {
-          size_t bytes = 0;
-          int i = 0;
-          for (Value p = strings.list; isPair(p); p = cdr(p), i++) bytes += stringArg("string-append", i, car(p))->extra;
-          checkResultBytes("string-append", bytes);
-          std::string out;
-          out.reserve(bytes);
-          for (Value p = strings.list; isPair(p); p = cdr(p)) out += stringView(car(p));
-          return makeString(out);
-        },
-        "A new string whose characters are those of the STRINGS in order.");
+  // Raw: the parts are read where the caller left them, with no rest list made per call.
+  r.defRaw("string-append", "(:rest strings)",
+           [](Interp&, Value* argv, int argc, PrimitiveInfo*) {
+             size_t bytes = 0;
+             for (int i = 0; i < argc; i++) bytes += stringArg("string-append", i, argv[i])->extra;
+             checkResultBytes("string-append", bytes);
+             return concatStrings(argv, size_t(argc));
+           },
+           "A new string whose characters are those of the STRINGS in order.");
   r.def("string-copy", "(string :optional start end)",
         [](Value str, Value start, Value end) {
           return makeString(sliceArg("string-copy", 0, str, start, end).bytes());

@@ -81,6 +81,23 @@ Value makeString(std::string_view utf8) {
   return Value(s);
 }
 
+Value concatStrings(const Value* strings, size_t n) {
+  size_t bytes = 0, chars = 0;
+  for (size_t i = 0; i < n; i++) {
+    const String* part = strings[i].as<String>();
+    bytes += part->extra;
+    chars += part->charCount;
+  }
+  String* s = allocString(bytes, chars);
+  char* out = s->data;
+  for (size_t i = 0; i < n; i++) {
+    const String* part = strings[i].as<String>();
+    std::memcpy(out, part->data, part->extra);
+    out += part->extra;
+  }
+  return Value(s);
+}
+
 Value makeStringFill(size_t chars, uint32_t fill) {
   std::string enc;
   appendUtf8(enc, fill);

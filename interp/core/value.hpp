@@ -308,6 +308,9 @@ inline Value makeInteger(int64_t i) {   // fixnum or bignum
 }
 Value makeString(std::string_view utf8);
 Value makeStringFill(size_t chars, uint32_t fill);
+// One new string holding the N strings' text in order (the caller checked that each is a
+// string): one allocation, and the character counts are added, not recounted.
+Value concatStrings(const Value* strings, size_t n);
 Value makeVector(size_t n, Value fill = Value::unspecified());
 Value makeBytevector(size_t n, uint8_t fill = 0);
 Value makeBox(Value v);
