@@ -1,5 +1,6 @@
 #include "builtins/formats/pickler.hpp"
 #include "builtins/formats/format_error.hpp"
+#include "interp/core/interp.hpp"
 #include <cstring>
 #include <unordered_map>
 
@@ -76,7 +77,8 @@ class Writer {
   }
 
   void writeNew(const PyRef& o, int depth) {
-    if (depth > 10000) fail("data nested more than 10000 levels deep (or circular)");
+    // a small host thread stack, or AddressSanitizer's frames, end sooner than 10,000 levels
+    if (depth > 10000 || stackNearlyFull()) fail("data nested too deeply (past 10000 levels, or past what this thread's stack holds) or circular");
     switch (o->type) {
       case PyType::None: return op('N');
       case PyType::Bool: return op(o->flag ? 0x88 : 0x89);

@@ -3,6 +3,7 @@
 #include "builtins/nn/value.hpp"
 #include "interp/language/bind.hpp"
 #include "interp/core/error.hpp"
+#include "interp/core/interp.hpp"
 #include "interp/language/numbers.hpp"
 #include "interp/language/printer.hpp"
 #include "interp/memory/tensor_value.hpp"
@@ -18,8 +19,14 @@ constexpr int kMaxDepth = 10000;
 using ValueVector = std::vector<Value, traceable_allocator<Value>>;
 
 [[noreturn]] void tooDeep(const std::string& who) {
-  throwError(who == "torch-load" ? "file-error" : "value-error", who + ": data nested more than " + std::to_string(kMaxDepth) + " levels deep (or circular)");
+  throwError(who == "torch-load" ? "file-error" : "value-error", who + ": data nested too deeply (past " + std::to_string(kMaxDepth) + " levels, or past what this thread's stack holds) or circular");
 }
+
+// The conversions recurse once per level: past kMaxDepth, or nearer the end of this thread's
+// stack than the evaluator goes, the data is refused. The stack check is what holds on a
+// host's small thread stack, and under AddressSanitizer, whose frames made 10,000 levels
+// overflow the main thread's 8 MB (fuzz-zip's first crash).
+bool tooDeepHere(int depth) { return depth > kMaxDepth || stackNearlyFull(); }
 
 Value integerFromLE(const std::string& b) {
   Value v = Value::fixnum(0);
@@ -58,7 +65,7 @@ std::string leBytesOf(Value big) {
 class Converter {
  public:
   Value convert(const PyRef& o, int depth) {
-    if (depth > kMaxDepth) tooDeep("torch-load");
+    if (tooDeepHere(depth)) tooDeep("torch-load");
     if (++work_ > kMaxWork)
       throwError("file-error", "torch-load: the data holds more than " + std::to_string(kMaxWork) + " references: refusing a probable memory bomb");
     const PyObject* key = o.get();
@@ -176,7 +183,7 @@ struct Backer {
     return o;
   }
   PyRef convert(Value v, int depth) {
-  if (depth > kMaxDepth) tooDeep(who);
+  if (tooDeepHere(depth)) tooDeep(who);
   if (v.isUnspecified()) return PyObject::none();
   if (v.isBool()) return PyObject::boolean(v.isTrue());
   if (v.isFixnum()) return PyObject::integer_(v.fixnum());

@@ -29,7 +29,7 @@ namespace formats {
 namespace formats {
 
 c10::IValue toIValue(Value v, const std::string& who, int depth) {
-  if (depth > 1000) throwError("value-error", who + ": argument nested too deeply");
+  if (depth > 1000 || stackNearlyFull()) throwError("value-error", who + ": argument nested too deeply");
   if (isTensor(v)) return tensorArg(v, who, 1);
   if (v.isFixnum()) return int64_t(v.fixnum());
   if (isFlonum(v) || isRatnum(v)) return toDouble(v);
@@ -83,7 +83,7 @@ c10::IValue toIValue(Value v, const std::string& who, int depth) {
 }
 
 Value fromIValue(const c10::IValue& iv, int depth) {
-  if (depth > 1000) throwError("value-error", "forward: result nested too deeply");
+  if (depth > 1000 || stackNearlyFull()) throwError("value-error", "forward: result nested too deeply");
   if (iv.isTensor()) return wrapTensor(iv.toTensor());
   if (iv.isNone()) return Value::unspecified();
   if (iv.isBool()) return Value::boolean(iv.toBool());

@@ -11,6 +11,8 @@
 #include <purple/purple.hpp>
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -26,6 +28,13 @@ constexpr std::size_t kNeededFree = 64 * 1024;
 struct Job {
   std::size_t kb;
 };
+
+// A torch-save file of a list nested 5,000 deep (under the loaders' 10,000-level bound), made on
+// the main thread. Loading it recursed once per level whatever the stack: on a small thread, or
+// under AddressSanitizer (fuzz-zip), that overflowed the stack.
+std::string gDeepFile;
+constexpr int kDeepLevels = 5000;
+const std::string kDeepList = "(let loop ((i 0) (x '())) (if (= i " + std::to_string(kDeepLevels) + ") x (loop (+ i 1) (list x))))";
 
 void* onSmallStack(void* arg) {
   const Job& job = *static_cast<Job*>(arg);
@@ -67,6 +76,21 @@ void* onSmallStack(void* arg) {
       check(e.kind() == "recursion-error", at + "deep recursion is a recursion-error (" + e.kind() + ")");
     }
     check(in.eval("(depth 10)").to<int64_t>() == 10, at + "usable after the recursion error");
+    // Nested data in and out of files: the levels it holds, or an error, never a crash.
+    try {
+      int64_t levels = in.eval("(let loop ((x (torch-load \"" + gDeepFile + "\")) (d 0)) (if (null? x) d (loop (car x) (+ d 1))))")
+                           .to<int64_t>();
+      check(levels == kDeepLevels, at + "a deeply nested file loads whole (" + std::to_string(levels) + " levels)");
+    } catch (const purple::Error& e) {
+      check(e.kind() == "file-error" && e.message().find("nested") != std::string::npos,
+            at + "a deeply nested file is a file-error: " + e.message());
+    }
+    try {
+      in.eval("(torch-save " + kDeepList + " \"" + gDeepFile + ".out\")");
+      check(true, at + "deeply nested data saved");
+    } catch (const purple::Error& e) {
+      check(e.message().find("nested") != std::string::npos, at + "deeply nested data refused: " + e.message());
+    }
   } catch (const purple::Error& e) {
     check(false, at + "unexpected error: " + e.message());
   }
@@ -92,7 +116,17 @@ void runOn(std::size_t kb) {
 }  // namespace
 
 int main() {
+  char dir[] = "/tmp/purple-small-stacks-XXXXXX";
+  if (!mkdtemp(dir)) return 2;
+  gDeepFile = std::string(dir) + "/deep.pt";
+  {
+    purple::Interpreter main;
+    main.eval("(torch-save " + kDeepList + " \"" + gDeepFile + "\")");
+  }
   for (std::size_t kb : {64, 96, 128, 144, 160, 176, 192, 256, 320, 1024}) runOn(kb);
+  std::remove(gDeepFile.c_str());
+  std::remove((gDeepFile + ".out").c_str());
+  rmdir(dir);
   std::printf("%d failed\n", failures.load());
   return failures == 0 ? 0 : 1;
 }
