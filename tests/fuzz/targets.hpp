@@ -104,9 +104,18 @@ inline void unpickleAll(std::string_view bytes) {
 // The readers that take a path (zip archives, safetensors, .npy): the input is written to a
 // file of this process's own in /dev/shm (or /tmp), then every loader of the kind reads it
 // through the builtins, as a script would.
+// Each load and the printing of what it made run in one call under a time budget. A hostile file
+// may legitimately load as shared structure whose printed form is exponential (a pickle of ten
+// nested lists of ten references to the one below: 115 bytes, 10^9 leaves in print), so
+// printing is bounded by the budget as it is for the REPL's user by Ctrl-C; the loaders are
+// bounded on their own (the billion-laughs tests). The first run printed such a value outside
+// any call, with Value::repr(), and libFuzzer stopped it as a 120 s timeout.
+constexpr double kFileSeconds = 3;
+
 inline embed::Interpreter& fileInterp() {
   static embed::Interpreter* interp = [] {
     embed::Options o;
+    o.limits.maxSeconds = kFileSeconds;
     o.onOutput = [](std::string_view) {};
     o.onError = [](std::string_view) {};
     return new embed::Interpreter(o);
@@ -130,7 +139,7 @@ inline void loadFile(const char* kind, std::string_view bytes, const std::vector
   embed::Interpreter& interp = fileInterp();
   for (auto& loader : loaders) {
     try {
-      (void)interp.eval("(" + loader + " \"" + path + "\")", "<fuzz>").repr();
+      (void)interp.eval("(write (" + loader + " \"" + path + "\"))", "<fuzz>");
     } catch (const embed::Error&) {
     }
   }
