@@ -61,6 +61,7 @@ at::Tensor tensorFromNumpyBytes(std::string_view bytes, const std::vector<int64_
   at::Tensor t = at::empty_strided(shape, strides, at::TensorOptions().dtype(dtype));
   auto* out = static_cast<uint8_t*>(t.data_ptr());
   if (nbytes) std::memcpy(out, bytes.data(), size_t(nbytes));
+  if (dtype == at::kBool) checkBoolBytes(out, size_t(nbytes));
   if (bigEndian && elem > 1) {
     size_t unit = at::isComplexType(dtype) ? elem / 2 : elem;
     for (int64_t i = 0; i < nbytes; i += int64_t(unit)) std::reverse(out + i, out + i + unit);

@@ -191,6 +191,7 @@ Value loadSafetensors(Interp& in, const std::string& path, std::optional<at::Dev
   Value table = makeHashTable(HashEquiv::Equal, h.tensors.size());
   for (auto& spec : h.tensors) {
     c10::Storage s = MappedFile::storage(file, h.dataStart + spec.begin, spec.end - spec.begin, c10::elementSize(spec.dtype));
+    if (spec.dtype == at::kBool) checkBoolBytes(s.data_ptr().get(), s.nbytes());
     at::Tensor t = at::empty({0}, at::TensorOptions().dtype(spec.dtype));
     t.set_(s, 0, spec.shape, c10::contiguous_strides(spec.shape));
     if (device && !device->is_cpu()) t = t.to(*device);

@@ -162,6 +162,13 @@ if mode == "gen":
     write("fortran-yes.npy", npy("{'descr': '<f4', 'fortran_order': 'yes', 'shape': (3,), }"), "load-npy", "boolean")
     write("shape-int.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': 3, }"), "load-npy", "tuple")
 
+    # ---- bool data: a byte other than 0 or 1 is undefined behaviour in LibTorch (fuzz-npy) ----
+    write("bool-byte.npy", npy("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", b"\x01\x20"), "load-npy", "bool")
+    write("bool-byte.safetensors", st('{"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}}', b"\x00\x02"),
+          "load-safetensors", "bool")
+    bitems = entries(torch_bytes({"b": torch.tensor([True, False])}))
+    write("bool-byte.pt", rezip([(n, b"\x01\x02" if n.endswith("/data/0") else b) for n, b in bitems]), word="bool")
+
     # ---- pickle strictness ----
     write("appends-set.pt", pickle_zip(b"\x80\x02\x8f(K\x01K\x02e."), word="set")
     write("surrogate.pt", pickle_zip(b"\x80\x02X\x03\x00\x00\x00\xed\xa0\x80."), word="surrogate")
