@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace purple {
 
@@ -102,9 +103,10 @@ std::string readWholeFile(const std::string& path, std::string_view who) {
   }
   std::string out;
   if (S_ISREG(sb.st_mode)) out.reserve(size_t(sb.st_size));
-  char buf[65536];
+  // On the heap: a 64 KB frame does not fit a small host thread's stack (builtins/formats/mapped_file.cpp).
+  std::vector<char> buf(65536);
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
+    ssize_t n = read(fd, buf.data(), buf.size());
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -112,7 +114,7 @@ std::string readWholeFile(const std::string& path, std::string_view who) {
       close(fd);
       fileError(w, "cannot read " + path, err);
     }
-    out.append(buf, size_t(n));
+    out.append(buf.data(), size_t(n));
     if (out.size() > (size_t(1) << 32)) {
       close(fd);
       throwError("file-error", w + ": " + path + " is larger than 4 GB");
