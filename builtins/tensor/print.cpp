@@ -183,6 +183,17 @@ bool literalDtype(const at::Tensor& t) {
 
 }  // namespace
 
+// How many bracket pairs an empty tensor prints as: one per index of the dimensions before its
+// first zero. `(tensor-zeros 50888888888888850 0)` has no element but would print that many `[]`
+// (fuzz-npy: an .npy of that shape filled memory until the process died), so past the element
+// threshold it is summarised like a large tensor.
+int64_t emptyGroups(const at::Tensor& t) {
+  int64_t groups = 1;
+  for (int64_t d = 0; d < t.dim() && t.size(d) != 0; d++)
+    if (__builtin_mul_overflow(groups, t.size(d), &groups)) return INT64_MAX;
+  return groups;
+}
+
 void printTensor(std::string& out, Value v) {
   const at::Tensor& t0 = tensorOf(v);
   if (!t0.defined()) {
@@ -194,7 +205,7 @@ void printTensor(std::string& out, Value v) {
     std::string layout;
     if (t.is_sparse()) { layout = "sparse"; t = t.to_dense(); }
     if (t.is_quantized()) { layout = "quantized"; t = t.dequantize(); }
-    bool summarise = t.numel() > gPrint.threshold;
+    bool summarise = t.numel() > gPrint.threshold || (t.numel() == 0 && emptyGroups(t) > gPrint.threshold);
     bool hasData = t.device().type() != at::kMeta;
     bool readable = hasData && t.dim() > 0 && !summarise && t0.device().is_cpu() && !t0.requires_grad() &&
                     layout.empty() && literalDtype(t0);
