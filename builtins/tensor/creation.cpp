@@ -126,10 +126,9 @@ Value nested(const T* data, at::IntArrayRef sizes, at::IntArrayRef strides, size
   int64_t n = sizes[dim];
   auto item = [&](int64_t k) -> Value {
     const T* p = data + k * strides[dim];
-    if (dim + 1 == sizes.size()) {
-      pollEvery(uint64_t(k));
-      return make(*p);
-    }
+    // at every level: an empty tensor of shape (10^16 0) has rows to loop over and no element
+    pollEvery(uint64_t(k));
+    if (dim + 1 == sizes.size()) return make(*p);
     return nested(p, sizes, strides, dim + 1, vectors, make);
   };
   if (vectors) {
@@ -204,10 +203,15 @@ Value tensorToNested(const at::Tensor& t0, bool vectors, std::string_view who) {
   if (t.is_sparse()) t = t.to_dense();
   // Refused up front when the collector's heap limit cannot hold the result (a pair and a
   // flonum, 48 bytes, per element): the work, and LibTorch's memory, are never spent.
+  // The rows count too: one list or vector per index of every dimension but the last (all
+  // there is, when a dimension is 0).
   size_t heapLimit = gcHeapLimit();
-  if (heapLimit > 0 && uint64_t(t.numel()) > heapLimit / 48)
-    throwError("memory-error", std::string(who) + ": " + std::to_string(t.numel()) +
-                                   " elements would not fit in the heap limit (" + std::to_string(heapLimit) + " bytes)");
+  uint64_t rows = 1, nodes = uint64_t(t.numel());
+  for (int64_t d = 0; d + 1 < t.dim() && t.size(d) != 0; d++)
+    if (__builtin_mul_overflow(rows, uint64_t(t.size(d)), &rows) || __builtin_add_overflow(nodes, rows, &nodes)) nodes = UINT64_MAX;
+  if (heapLimit > 0 && nodes > heapLimit / 48)
+    throwError("memory-error", std::string(who) + ": " + std::to_string(t.numel()) + " elements in " + std::to_string(rows) +
+                                   " rows would not fit in the heap limit (" + std::to_string(heapLimit) + " bytes)");
   // In its own dtype on the CPU (no double-precision copy of the whole tensor); each element
   // is converted as it is boxed.
   t = t.to(at::kCPU).contiguous();

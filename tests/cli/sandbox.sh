@@ -55,6 +55,13 @@ status=${rss% *}; rss=${rss#* }
 cp "$tmp/big.purple.err" "$tmp/err"
 check "a billion-slot vector under a 3 s budget is refused up front" "$([ $status = 1 ] && grep -q "time budget" "$tmp/err"; echo $?)" "status $status, $(cat "$tmp/err")"
 check "... at once and small" "$([ $elapsed -lt 5000 ] && [ "$rss" -lt 1000000 ]; echo $?)" "$elapsed ms, $rss KB"
+# An empty tensor of 5 * 10^16 rows: no element, but a list per row (fuzz-npy's shape)
+start=$(ms)
+run '(display (length (tensor->list (tensor-zeros 50888888888888850 0))))' --sandbox --max-seconds 1
+elapsed=$(( $(ms) - start ))
+check "tensor->list of an empty tensor with endless rows stops at the budget" "$([ $status = 1 ] && echo "$err" | grep -q "time budget" && [ $elapsed -lt 8000 ]; echo $?)" "status $status, $elapsed ms, '$err'"
+run '(display (length (tensor->list (tensor-zeros 50888888888888850 0))))' --sandbox --max-memory 64M
+check "... and is refused up front under a heap limit" "$([ $status = 1 ] && echo "$err" | grep -q "rows would not fit"; echo $?)" "status $status, '$err'"
 run '(display (tensor-shape (tensor-zeros 1000 1000)))' --sandbox --max-tensor-bytes 1M
 check "--max-tensor-bytes" "$([ $status = 1 ]; echo $?)" "status $status, '$err'"
 run '(let loop ((i 0)) (if (< i 100) (loop (+ i 1)) (display i)))' --max-steps 1000000
