@@ -146,6 +146,7 @@ void renderDim(std::string& out, const Body& b, size_t dim, int64_t& next, size_
   out += "[";
   int64_t n = b.sizes[dim];
   for (int64_t k = 0; k < n; k++) {
+    pollEvery(uint64_t(next) + uint64_t(k));   // a tensor of many small dimensions prints long
     bool dots = b.cut[dim] && k == gPrint.edgeItems;
     for (int pass = dots ? 0 : 1; pass < 2; pass++) {
       bool first = k == 0 && pass == 1;
@@ -185,8 +186,9 @@ bool literalDtype(const at::Tensor& t) {
 
 // How many bracket pairs an empty tensor prints as: one per index of the dimensions before its
 // first zero. `(tensor-zeros 50888888888888850 0)` has no element but would print that many `[]`
-// (fuzz-npy: an .npy of that shape filled memory until the process died), so past the element
-// threshold it is summarised like a large tensor.
+// (fuzz-npy: an .npy of that shape filled memory until the process died; summarising each
+// dimension is not enough either, with a dozen small ones), so past the element threshold it
+// prints as `#<tensor [] shape=(...)>`, as PyTorch prints every empty tensor.
 int64_t emptyGroups(const at::Tensor& t) {
   int64_t groups = 1;
   for (int64_t d = 0; d < t.dim() && t.size(d) != 0; d++)
@@ -205,13 +207,16 @@ void printTensor(std::string& out, Value v) {
     std::string layout;
     if (t.is_sparse()) { layout = "sparse"; t = t.to_dense(); }
     if (t.is_quantized()) { layout = "quantized"; t = t.dequantize(); }
-    bool summarise = t.numel() > gPrint.threshold || (t.numel() == 0 && emptyGroups(t) > gPrint.threshold);
+    bool elideEmpty = t.numel() == 0 && emptyGroups(t) > gPrint.threshold;
+    bool summarise = t.numel() > gPrint.threshold || elideEmpty;
     bool hasData = t.device().type() != at::kMeta;
     bool readable = hasData && t.dim() > 0 && !summarise && t0.device().is_cpu() && !t0.requires_grad() &&
                     layout.empty() && literalDtype(t0);
     if (!readable) out += "#<tensor ";
     if (!hasData) {
       out += "...";
+    } else if (elideEmpty) {
+      out += "[]";
     } else {
       Body b = formatElements(t, summarise);
       if (t.dim() == 0) {
