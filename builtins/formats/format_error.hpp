@@ -4,6 +4,7 @@
 // pieces (zip, pickle, safetensors, npy) stay free of interpreter state.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +15,16 @@ struct FormatError : std::runtime_error {
 };
 
 [[noreturn]] inline void fail(const std::string& what) { throw FormatError(what); }
+
+// The product of a shape's dimensions, zeros counted as ones, must fit in int64: LibTorch computes
+// contiguous strides that way, with no overflow check, so an empty (0, 888888888888, 8888888888)
+// array from a file was signed overflow (fuzz-npy, UBSan). NumPy refuses such a shape too
+// ("array is too big").
+template <class Dims> void checkShapeFits(const Dims& shape) {
+  int64_t span = 1;
+  for (auto d : shape)
+    if (d > 1 && __builtin_mul_overflow(span, int64_t(d), &span)) fail("the shape is too big: its dimensions multiply past int64");
+}
 
 // A bool element is one byte holding 0 or 1. LibTorch's kernels read it as a C++ bool, for which
 // any other byte is undefined behaviour (fuzz-npy: printing a '|b1' array holding byte 32), so a

@@ -47,6 +47,7 @@ at::Tensor tensorFromNumpyBytes(std::string_view bytes, const std::vector<int64_
   int64_t numel = 1;
   for (int64_t d : shape)
     if (d < 0 || __builtin_mul_overflow(numel, d, &numel)) fail("array shape is negative or overflows");
+  checkShapeFits(shape);
   size_t elem = c10::elementSize(dtype);
   int64_t nbytes;
   if (__builtin_mul_overflow(numel, int64_t(elem), &nbytes)) fail("array size overflows");

@@ -161,6 +161,7 @@ Header readHeader(const MappedFile& f) {
       if (x > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, int64_t(x), &numel)) fail("corrupt header: tensor \"" + name + "\" is too big");
       t.shape.push_back(int64_t(x));
     }
+    checkShapeFits(t.shape);
     t.begin = offs[0].get<uint64_t>(), t.end = offs[1].get<uint64_t>();
     if (t.begin > t.end || t.end > dataSize)
       fail("tensor \"" + name + "\" lies outside the file (bytes " + std::to_string(t.begin) + " to " + std::to_string(t.end) + " of " +

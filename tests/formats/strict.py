@@ -166,6 +166,11 @@ if mode == "gen":
     write("bool-byte.npy", npy("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", b"\x01\x20"), "load-npy", "bool")
     write("bool-byte.safetensors", st('{"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}}', b"\x00\x02"),
           "load-safetensors", "bool")
+    # an empty array whose other dimensions multiply past int64 (LibTorch's strides overflow)
+    write("stride-overflow.npy", npy("{'descr': '<u2', 'fortran_order': True, 'shape': (0, 888888888888, 8888888888), }", b""),
+          "load-npy", "too big")
+    write("stride-overflow.safetensors", st('{"a":{"dtype":"F32","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]}}', b""),
+          "load-safetensors", "too big")
     bitems = entries(torch_bytes({"b": torch.tensor([True, False])}))
     write("bool-byte.pt", rezip([(n, b"\x01\x02" if n.endswith("/data/0") else b) for n, b in bitems]), word="bool")
 
