@@ -128,7 +128,6 @@ at::Tensor viewOfStorage(const PyObject& storage, int64_t offset, const std::vec
   if (!empty && last >= capacity)
     fail(std::string(who) + ": the tensor reaches element " + std::to_string(last) + " of a storage of " + std::to_string(capacity) +
          " (corrupt file)");
-  if (dtype == at::kBool && storage.storage.device().is_cpu()) checkBoolBytes(storage.storage.data_ptr().get(), storage.storage.nbytes());
   at::Tensor t = at::empty({0}, at::TensorOptions().dtype(dtype).device(storage.device));
   t.set_(storage.storage, offset, size, stride);
   return t;

@@ -138,6 +138,7 @@ PyRef loadZip(const std::shared_ptr<MappedFile>& file, const TorchLoadOptions& o
            c10::toString(p.dtype) + " need exactly " + std::to_string(need) + " (corrupt)");
     c10::Device device = opt.mapLocation ? opt.mapLocation(p.location) : defaultLocation(p.location);
     c10::Storage s = zip.storage(*rec, c10::elementSize(p.dtype), opt.mmap && device.is_cpu());
+    if (p.dtype == at::kBool) checkBoolBytes(s.data_ptr().get(), s.nbytes());   // once per storage, on the CPU
     PyRef o = storageObject(onDevice(s, device), p.dtype, device);
     storages.emplace(p.key, o);
     return o;
@@ -207,6 +208,7 @@ PyRef loadLegacy(const std::shared_ptr<MappedFile>& file, const TorchLoadOptions
     if (all.size() - pos < s.nbytes())
       fail("truncated legacy file: storage " + key + " needs " + std::to_string(s.nbytes()) + " bytes, " + std::to_string(all.size() - pos) + " remain");
     if (s.nbytes()) std::memcpy(s.data_ptr().get(), all.data() + pos, s.nbytes());
+    if (it->second.storage->dtype == at::kBool) checkBoolBytes(s.data_ptr().get(), s.nbytes());
     pos += s.nbytes();
     it->second.numel = -1;   // filled
   }

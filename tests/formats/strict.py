@@ -173,6 +173,12 @@ if mode == "gen":
           "load-safetensors", "too big")
     bitems = entries(torch_bytes({"b": torch.tensor([True, False])}))
     write("bool-byte.pt", rezip([(n, b"\x01\x02" if n.endswith("/data/0") else b) for n, b in bitems]), word="bool")
+    # the legacy (pre-zip) format: its storages are filled after the pickle made the tensors
+    legacy = io.BytesIO()
+    torch.save({"b": torch.tensor([True, False])}, legacy, _use_new_zipfile_serialization=False)
+    legacy = bytearray(legacy.getvalue())
+    legacy[legacy.rfind(b"\x01\x00") + 1] = 2
+    write("bool-byte-legacy.pt", bytes(legacy), word="bool")
 
     # ---- pickle strictness ----
     write("appends-set.pt", pickle_zip(b"\x80\x02\x8f(K\x01K\x02e."), word="set")
