@@ -13,8 +13,12 @@ grep -qx '/.devdeps/' .git/info/exclude 2>/dev/null || echo '/.devdeps/' >> .git
 mkdir -p .devdeps
 cd .devdeps
 rm -f ./*.deb
+# read-image/write-png need libjpeg and libpng (with zlib's headers; libz itself is everywhere);
+# pkgconf is used there only when the machine has no pkg-config of its own.
 libs="libgc1 libgc-dev doctest-dev libedit2 libedit-dev libbsd0 libbsd-dev libmd0 libmd-dev
-      libgmp10 libgmp-dev libgmpxx4ldbl nlohmann-json3-dev"
+      libgmp10 libgmp-dev libgmpxx4ldbl nlohmann-json3-dev
+      libjpeg62-turbo libjpeg62-turbo-dev libpng16-16 libpng-dev zlib1g-dev
+      pkgconf pkgconf-bin libpkgconf3"
 data="dataset-fashion-mnist fortunes fortunes-min"
 # apt-get download writes as the _apt user where it can; this folder may not be writable by it.
 chmod a+rwx . 2>/dev/null || true
