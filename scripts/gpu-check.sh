@@ -7,6 +7,10 @@
 #     bash scripts/gpu-fetch-debs.sh          # the libraries and data, into .devdeps/
 # Then on the GPU machine (the device tool's run, carrying .devdeps):
 #     bash scripts/gpu-check.sh               # GPU_CHECK_SECONDS (default 450) bounds the whole run
+# A shorter rerun (what is left of a session's device time) can narrow it:
+#     GPU_BENCH_ONLY=dispatch,memloop         # bench/gpu/run.py --only: these workloads alone
+#     GPU_REST_REGEX='data-loading'           # the rest of the suite: only the tests this matches
+#     GPU_REST_SECONDS=30                     # the time kept back for the rest (default 120)
 #
 # What it writes under $OUT (at most 8 files come back): gpu-check.log (each step, with times),
 # build.log, ctest-cuda.log, bench.log, ctest-rest.log, results.md (the table to commit as
@@ -113,12 +117,13 @@ log "cuda tests: $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | t
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$out/ctest-cuda.log" >> "$out/gpu-check.log"
 
 # ---- benchmarks against PyTorch on the same GPU --------------------------------------------------
-bench_seconds=$(( $(left) - 120 ))
+bench_seconds=$(( $(left) - ${GPU_REST_SECONDS:-120} ))
 [ $bench_seconds -gt 200 ] && bench_seconds=200
 if [ -f bench/gpu/run.py ] && [ $bench_seconds -gt 30 ]; then
   log "benchmarks (about ${bench_seconds} s)"
   timeout $((bench_seconds + 60)) "$python" bench/gpu/run.py --purple build-gpu/purple --python "$python" \
-    --device cuda --seconds "$bench_seconds" --out "$out/bench.md" > "$out/bench.log" 2>&1
+    --device cuda --seconds "$bench_seconds" --out "$out/bench.md" ${GPU_BENCH_ONLY:+--only "$GPU_BENCH_ONLY"} \
+    > "$out/bench.log" 2>&1
   log "benchmarks rc $?"
 else
   log "benchmarks skipped (${bench_seconds} s left for them)"
@@ -129,7 +134,7 @@ rest=$(( $(left) - 15 ))
 if [ $rest -gt 30 ]; then
   log "ctest -LE cuda for at most ${rest} s"
   # --stop-time ends the run with CTest's own summary; timeout is the backstop.
-  timeout $((rest + 20)) ctest --test-dir build-gpu -LE cuda -j 12 --timeout 150 --output-on-failure \
+  timeout $((rest + 20)) ctest --test-dir build-gpu -LE cuda ${GPU_REST_REGEX:+-R "$GPU_REST_REGEX"} -j 12 --timeout 150 --output-on-failure \
     --stop-time "$(date -d @$(($(date +%s) + rest)) +%H:%M:%S)" > "$out/ctest-rest.log" 2>&1
   log "rest of the suite (rc $?): $(grep -E 'tests passed|tests failed' "$out/ctest-rest.log" | tail -1)"
   grep -E '\*\*\*|Failed|Timeout|Not Run' "$out/ctest-rest.log" | grep -E '^ *[0-9]+ - |Test +#' | head -60 >> "$out/gpu-check.log"

@@ -259,3 +259,5 @@ last = loss.item() if loss is not None else float("nan")
 val_after = estimate_loss("val")
 print("LOSS %s %.4f %.4f %.4f" % (name, val_before, val_after, last), flush=True)
 print("RESULT %s %.1f %d" % (name, steps * batch_size * block_size / max(t1 - t0, 1e-9), steps), flush=True)
+if kind == "cuda":
+    print("INFO %s max-allocated %d" % (name, torch.cuda.max_memory_allocated()), flush=True)

@@ -387,7 +387,7 @@ def write_report(out, a, stamp, total, chosen, st, machine):
       "closely; autocast runs may differ in the last digits.")
     for title, table in (("Char-GPT validation loss before and after the timed steps, and the last training loss:",
                           st.losses),
-                         ("Allocator counters after the loop:", st.info)):
+                         ("Allocator and collector counters (memory loop: after the loop; char-GPT: the whole run):", st.info)):
         if not table:
             continue
         w("")

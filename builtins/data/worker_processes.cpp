@@ -27,6 +27,7 @@
 //    signal; it never waits forever. Writes to sockets use MSG_NOSIGNAL (no SIGPIPE).
 #include "builtins/builtins.hpp"
 #include "builtins/data/batch_transfer.hpp"
+#include "builtins/tensor/random.hpp"
 #include "interp/core/port.hpp"
 #include "interp/limits/sandbox.hpp"
 #include <ATen/ATen.h>
@@ -199,13 +200,15 @@ void detachHostOutput(Interp& in) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(0);   // the parent died before the request
     std::signal(SIGINT, SIG_IGN);
-    detachHostOutput(in);
-    at::set_num_threads(1);
-    at::manual_seed(seed);
+    markForkedFromParent();
     gWorkerInfo = WorkerInfo{true, id, count, seed};
     in.interruptRequested_.store(false, std::memory_order_relaxed);
+    // Whatever fails while the worker starts is the answer to its first task, never a silent exit.
     std::string setupError;
     try {
+      detachHostOutput(in);
+      at::set_num_threads(1);
+      seedDefaultGenerators(seed);
       in.apply(setup, {Value::fixnum(id), makeInteger(int64_t(seed))});
     } catch (...) {
       setupError = "in its setup (seeding, :worker-init-fn): " + describeCurrentException(in);

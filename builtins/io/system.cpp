@@ -172,12 +172,15 @@ void registerSystem(Registry& r) {
     Value items[] = {entry("live-tensors", t.liveTensors), entry("tensor-bytes", t.countedBytes),
                      entry("peak-tensor-bytes", t.peakCountedBytes), entry("tensor-collections", t.collections),
                      entry("tensor-gc-threshold", t.threshold), entry("tensors-freed-early", t.released),
-                     entry("module-bytes", t.heldBytes),
+                     entry("module-bytes", t.heldBytes), entry("device-tensor-bytes", t.deviceBytes),
+                     entry("device-gc-threshold", t.deviceThreshold),
                      entry("heap-bytes", g.heapBytes), entry("free-bytes", g.freeBytes),
                      entry("collections", g.collections), entry("buffer-bytes", gcExternalBytes()),
                      entry("interned-symbols", int64_t(internedSymbolCount()))};
     return listFromArray(items, sizeof items / sizeof items[0]);
-  }, "An alist of memory facts: live tensors and their bytes, collections, heap size, the bytes "
+  }, "An alist of memory facts: live tensors and their bytes (device-tensor-bytes: those on a GPU), "
+     "collections and the tensor bytes that trigger one (tensor-gc-threshold; device-gc-threshold for "
+     "GPU storage, paced by the collections' cost), heap size, the bytes "
      "ports hold outside the heap (buffer-bytes), interned symbols (those a script made are "
      "collected once unused).");
   sandboxAllowed(r, "gc-stats", "global settings: memory counters",

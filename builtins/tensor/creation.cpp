@@ -385,10 +385,11 @@ void registerTensorCreation(Registry& r) {
   r.def("manual-seed", "(seed)",
         [](int64_t seed) {
           requireProcessAccess("manual-seed");
-          at::manual_seed(uint64_t(seed));
+          seedDefaultGenerators(uint64_t(seed));
         },
         "Seeds every random number generator (CPU and all CUDA devices), as torch.manual_seed does: "
-        "after (manual-seed 0), tensor-randn gives the same numbers as PyTorch after torch.manual_seed(0).");
+        "after (manual-seed 0), tensor-randn gives the same numbers as PyTorch after torch.manual_seed(0). "
+        "In a data-loader worker process, the CPU generator only (CUDA cannot be used in a forked process).");
   sandbox(r, "manual-seed", Needs::Process, "global settings: seeds the global random generator");
   r.def("tensor-bernoulli", "(x :key p generator)",
         [](const at::Tensor& x, std::optional<double> p, OptGen gen) {

@@ -257,15 +257,18 @@ at::Tensor operandTensor(const TensorOrScalar& x, const at::Device& device) {
   return x.isTensor() ? *x.tensor : wrappedScalar(x.scalar, device);
 }
 
-// The number operand of an elementwise op with TENSOR. When the result dtype is the tensor's
-// anyway (a real number with a floating tensor, an integer with an integer tensor), the wrapped
-// number is made in that dtype at once: LibTorch would otherwise convert it on every call
-// (a quarter of a tiny add, measured in bench/results/2026-11-22-profile.md).
+// The number operand of an elementwise op with TENSOR: a wrapped number on the CPU, whatever
+// TENSOR's device, as Python makes it for `x * 2`. A CUDA kernel takes a CPU wrapped number as
+// an argument; one made on the GPU would cost an allocation and a fill kernel per op (x + 1 on
+// an H100: 21.7 us against Python's 12.1, bench/results/2026-11-28-gpu.md). When the result
+// dtype is the tensor's anyway (a real number with a floating tensor, an integer with an integer
+// tensor), the wrapped number is made in that dtype at once: LibTorch would otherwise convert it
+// on every call (a quarter of a tiny add, measured in bench/results/2026-11-22-profile.md).
 static at::Tensor scalarOperand(const at::Scalar& s, const at::Tensor& tensor) {
   at::ScalarType t = tensor.scalar_type();
   bool sameKind = (at::isFloatingType(t) && !s.isComplex()) ||
                   (at::isIntegralType(t, /*includeBool=*/false) && s.isIntegral(/*includeBool=*/false));
-  if (!sameKind || !tensor.device().is_cpu()) return wrappedScalar(s, tensor.device());
+  if (!sameKind) return wrappedScalar(s, at::kCPU);
   at::Tensor w = at::detail::scalar_tensor_static(s, t, at::kCPU);
   w.unsafeGetTensorImpl()->set_wrapped_number(true);
   return w;

@@ -68,6 +68,22 @@ int64_t drawSeedLike(const c10::optional<at::Generator>& gen) {
   return t.item<int64_t>();
 }
 
+namespace {
+bool gForkedFromParent = false;   // set once in a worker, before anything else runs there
+}
+
+void markForkedFromParent() { gForkedFromParent = true; }
+
+void seedDefaultGenerators(uint64_t seed) {
+  if (!gForkedFromParent) {
+    at::manual_seed(seed);
+    return;
+  }
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+}
+
 void registerRandom(Registry& r) {
   r.def("generator", "(:key seed device)",
         [](std::optional<int64_t> seed, std::optional<at::Device> device) {

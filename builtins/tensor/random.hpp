@@ -17,6 +17,13 @@ at::Generator defaultGenerator(const at::Device& device);
 // GEN is undefined.
 int64_t drawSeedLike(const c10::optional<at::Generator>& gen);
 
+// manual-seed: every default generator, CPU and CUDA, as torch.manual_seed. In a process forked
+// from one that had used CUDA (a data-loader worker), touching CUDA raises "cannot re-initialize
+// CUDA in forked subprocess"; there, as torch.manual_seed does in a bad fork, the CPU generator
+// alone is seeded. A worker calls markForkedFromParent() first thing.
+void seedDefaultGenerators(uint64_t seed);
+void markForkedFromParent();
+
 // Argument type for Registry::def: `:generator g`.
 struct GeneratorRef { at::Generator gen; };
 template <> struct Convert<GeneratorRef> {

@@ -1,7 +1,8 @@
 // The tensor cell and the accounting that keeps tensor memory bounded under a GC that only sees
 // 32-byte cells: the bytes of fresh storage are counted when a cell is made, and past a
 // threshold (16 to 64 MB after the live heap, unless PURPLE_TENSOR_GC_THRESHOLD says otherwise)
-// a collection runs and the finalizers of dead cells release their storage.
+// a collection runs and the finalizers of dead cells release their storage. Storage on a device
+// (CUDA) is counted apart, with a threshold paced by what the collections cost (below).
 #include "interp/memory/tensor_value.hpp"
 #include "interp/core/error.hpp"
 #include "interp/core/gc.hpp"
@@ -12,6 +13,7 @@
 #include <gc/gc.h>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 
@@ -23,7 +25,9 @@ std::atomic<int64_t> gBytes{0};
 std::atomic<int64_t> gPeak{0};
 std::atomic<int64_t> gCollections{0};
 std::atomic<int64_t> gReleased{0};
-std::atomic<int64_t> gBytesAfterCollect{0};   // counted + held bytes after the last collection
+std::atomic<int64_t> gBytesAfterCollect{0};   // host counted + held bytes after the last collection
+std::atomic<int64_t> gDeviceBytes{0};         // the part of gBytes on a device
+std::atomic<int64_t> gDeviceBytesAfterCollect{0};
 std::atomic<int64_t> gHeld{0};                // chargeHeldStorage
 std::atomic<const TensorCellObserver*> gObserver{nullptr};
 
@@ -57,6 +61,42 @@ void adaptThreshold() {
   gThreshold.store(std::clamp(live / 2, kLeastThreshold, kMostThreshold), std::memory_order_relaxed);
 }
 
+// Device storage has its own threshold, paced by the collections' cost. A collection marks the
+// whole live heap (about 1.3 ms for the prelude's 1.6 MB), and on a GPU the kernels run
+// asynchronously, so the interpreter's thread is the bottleneck and every collection is time the
+// GPU waits: at the host's 16-64 MB, char-GPT's 25-100 MB activations made dozens a step, and
+// the gpt10m preset ran at 0.42x Python's tokens/s on an H100. When the collections that device
+// storage triggered take more than a tenth of the time since the last one, the threshold
+// doubles, up to 2 GB; below a fiftieth it halves again, down to the host's. GPU memory then
+// holds at most that much garbage at the peak, traded for time where collecting dominated; a
+// CUDA allocation that fails collects and retries anyway (device_memory.hpp). A fixed threshold
+// (PURPLE_TENSOR_GC_THRESHOLD, set-tensor-gc-threshold!) fixes this one too.
+constexpr int64_t kMostDeviceThreshold = int64_t(2) << 30;
+std::atomic<int64_t> gDeviceThreshold{kMostThreshold};
+std::atomic<int64_t> gLastDeviceCollectEnd{0};   // steady-clock ns
+
+int64_t steadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t deviceThreshold() {
+  return gThresholdFixed.load(std::memory_order_relaxed) ? gThreshold.load(std::memory_order_relaxed)
+                                                          : gDeviceThreshold.load(std::memory_order_relaxed);
+}
+
+void paceDeviceThreshold(int64_t began, int64_t ended) {
+  int64_t last = gLastDeviceCollectEnd.exchange(ended);
+  if (last == 0) return;   // the first: no interval to weigh it against yet
+  int64_t busy = ended - began, since = began - last;
+  int64_t t = gDeviceThreshold.load(std::memory_order_relaxed);
+  if (busy * 10 > since) t = std::min(t * 2, kMostDeviceThreshold);
+  else if (busy * 50 < since) t = std::max(t / 2, gThreshold.load(std::memory_order_relaxed));
+  gDeviceThreshold.store(t, std::memory_order_relaxed);
+}
+
+// Storage a tensor's bytes were counted for is on a device (not the CPU).
+inline bool onDevice(const at::Tensor& t) { return t.defined() && !t.device().is_cpu(); }
+
 // ---- per-interpreter accounts (tensor_budget.hpp) ----
 // A fixed table, so a finalizer on any thread reaches an account without a lock. An account is
 // free while its reference count is 0; the interpreter holds one reference and every cell
@@ -66,7 +106,9 @@ struct TensorAccount {
   std::atomic<int64_t> refs{0};
 };
 constexpr uint32_t kAccounts = 1u << 16;   // slot 0 means "no account"
-TensorAccount gAccounts[kAccounts];
+// On the C++ heap, not in .bss: the collector scans Purple's static data as roots at every
+// collection, and this megabyte holds no GC pointers. Never freed (finalizers may run at exit).
+TensorAccount* const gAccounts = new TensorAccount[kAccounts];
 std::mutex gAccountLock;
 uint32_t gAccountCursor = 0;
 
@@ -94,7 +136,10 @@ void chargeAccount(TensorObj* cell) {
 
 // The cell's storage leaves the accounting: process-wide, and its interpreter's budget.
 void uncharge(TensorObj* cell) {
-  if (cell->countedBytes) gBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
+  if (cell->countedBytes) {
+    gBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
+    if (onDevice(cell->tensor)) gDeviceBytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
+  }
   if (uint32_t slot = cell->extra) {
     gAccounts[slot].bytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
     cell->extra = 0;
@@ -119,12 +164,16 @@ int64_t freshStorageBytes(const at::Tensor& t) {
   return int64_t(s.nbytes());
 }
 
-void collectForTensors() {
+void collectForTensors(bool forDevice = false) {
+  int64_t began = forDevice ? steadyNanos() : 0;
   gcCollectNow();
   adaptThreshold();
   gCollections.fetch_add(1, std::memory_order_relaxed);
-  gBytesAfterCollect.store(gBytes.load(std::memory_order_relaxed) + gHeld.load(std::memory_order_relaxed),
+  int64_t device = gDeviceBytes.load(std::memory_order_relaxed);
+  gBytesAfterCollect.store(gBytes.load(std::memory_order_relaxed) - device + gHeld.load(std::memory_order_relaxed),
                            std::memory_order_relaxed);
+  gDeviceBytesAfterCollect.store(device, std::memory_order_relaxed);
+  if (forDevice) paceDeviceThreshold(began, steadyNanos());
 }
 }  // namespace
 
@@ -133,15 +182,24 @@ void registerTensorFinalizer(Object* cell) { gcRegisterFinalizer(cell, finalizeT
 namespace {
 // Charges fresh storage to the accounting: a collection past the threshold, an error past an
 // embedder's budget. `replacing` is what the tensor it replaces was charged (one atomic update
-// for both). Returns the bytes charged.
-int64_t chargeFreshStorage(const at::Tensor& t, int64_t replacing = 0) {
+// for both), `replacingOnDevice` whether that was device storage. Returns the bytes charged.
+int64_t chargeFreshStorage(const at::Tensor& t, int64_t replacing = 0, bool replacingOnDevice = false) {
   int64_t bytes = freshStorageBytes(t);
+  bool device = bytes > 0 && onDevice(t);
+  int64_t deviceChange = (device ? bytes : 0) - (replacingOnDevice ? replacing : 0);
   if (bytes > 0) {
-    int64_t total = gBytes.load(std::memory_order_relaxed) + gHeld.load(std::memory_order_relaxed) + bytes - replacing;
-    if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
-      collectForTensors();
+    if (device) {
+      int64_t now = gDeviceBytes.load(std::memory_order_relaxed) + deviceChange;
+      if (now - gDeviceBytesAfterCollect.load(std::memory_order_relaxed) > deviceThreshold()) collectForTensors(true);
+    } else {
+      int64_t host = gBytes.load(std::memory_order_relaxed) - gDeviceBytes.load(std::memory_order_relaxed) +
+                     gHeld.load(std::memory_order_relaxed) + bytes - (replacingOnDevice ? 0 : replacing);
+      if (host - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
+        collectForTensors();
+    }
     checkTensorBudget(t);
   }
+  if (deviceChange) gDeviceBytes.fetch_add(deviceChange, std::memory_order_relaxed);
   if (bytes == replacing) return bytes;
   int64_t now = gBytes.fetch_add(bytes - replacing, std::memory_order_relaxed) + bytes - replacing;
   int64_t peak = gPeak.load(std::memory_order_relaxed);
@@ -198,6 +256,7 @@ Value wrapTensor(at::Tensor t) {
   auto* cell = static_cast<TensorObj*>(GC_MALLOC_ATOMIC(sizeof(TensorObj)));
   if (!cell) {
     gBytes.fetch_sub(bytes, std::memory_order_relaxed);
+    if (bytes > 0 && onDevice(t)) gDeviceBytes.fetch_sub(bytes, std::memory_order_relaxed);
     throw std::bad_alloc();
   }
   cell->kind = Kind::Tensor;
@@ -219,7 +278,7 @@ void noteTensorFreedUnboxed() { countReleased(); }
 
 void reuseTensorCell(Value old, at::Tensor t) {
   auto* cell = old.as<TensorObj>();
-  int64_t bytes = chargeFreshStorage(t, cell->countedBytes);   // may collect or throw: cell intact
+  int64_t bytes = chargeFreshStorage(t, cell->countedBytes, onDevice(cell->tensor));   // may collect or throw: cell intact
   if (uint32_t slot = cell->extra) {        // the old storage leaves its interpreter's budget
     gAccounts[slot].bytes.fetch_sub(cell->countedBytes, std::memory_order_relaxed);
     cell->extra = 0;
@@ -270,12 +329,13 @@ void releaseTensor(Value v) {
 
 TensorMemoryStats tensorMemoryStats() {
   return TensorMemoryStats{gLive.load(), gBytes.load(), gPeak.load(), gCollections.load(), gThreshold.load(), gReleased.load(),
-                           gHeld.load()};
+                           gHeld.load(), gDeviceBytes.load(), deviceThreshold()};
 }
 
 void chargeHeldStorage(int64_t bytes) {
   if (bytes <= 0) return;
-  int64_t total = gBytes.load(std::memory_order_relaxed) + gHeld.load(std::memory_order_relaxed) + bytes;
+  int64_t total = gBytes.load(std::memory_order_relaxed) - gDeviceBytes.load(std::memory_order_relaxed) +
+                  gHeld.load(std::memory_order_relaxed) + bytes;
   if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
     collectForTensors();
   gHeld.fetch_add(bytes, std::memory_order_relaxed);

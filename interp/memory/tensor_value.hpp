@@ -56,6 +56,8 @@ struct TensorMemoryStats {
   int64_t threshold;
   int64_t released;               // cells emptied early (tensor-free!, temporaries)
   int64_t heldBytes;              // chargeHeldStorage
+  int64_t deviceBytes;            // the part of countedBytes on a device (CUDA)
+  int64_t deviceThreshold;        // the device storage's collection threshold, paced by cost
 };
 TensorMemoryStats tensorMemoryStats();
 void setTensorCollectThreshold(int64_t bytes);
