@@ -212,6 +212,35 @@ Value optionsAlist(const torch::optim::OptimizerOptions& o) {
 
 }  // namespace
 
+namespace {
+// torch.nn.utils.clip_grad_norm_ without reading the norm back: LibTorch's C++ version returns a
+// double, so it waits for the GPU at every training step (char-GPT on an H100, where the kernels
+// of a step are queued ahead of the interpreter). The arithmetic is the same: the NORM-TYPE norm
+// of the per-gradient norms, and the gradients scaled by min(1, max-norm / (norm + 1e-6)).
+at::Tensor clipGradNormAsTensor(const std::vector<at::Tensor>& params, double maxNorm, double normType,
+                                bool errorIfNonfinite) {
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return at::zeros({});
+  at::NoGradGuard noGrad;
+  std::vector<at::Tensor> norms;
+  norms.reserve(grads.size());
+  bool infinity = std::isinf(normType) && normType > 0;
+  for (const at::Tensor& g : grads) norms.push_back(infinity ? g.abs().max() : g.norm(normType));
+  at::Tensor total = norms.size() == 1 ? norms[0]
+                     : infinity        ? at::stack(norms).max()
+                                       : at::stack(norms).norm(normType);
+  if (errorIfNonfinite && !std::isfinite(total.item<double>()))
+    throwError("value-error", "clip-grad-norm!: the total norm of order " + std::to_string(normType) +
+                                  " of the gradients is not finite, so they cannot be clipped "
+                                  "(:error-if-nonfinite #f scales them anyway)");
+  at::Tensor coef = at::clamp_max(maxNorm / (total + 1e-6), 1.0);
+  for (at::Tensor& g : grads) g.mul_(coef.to(g.device()));
+  return total;
+}
+}  // namespace
+
 void registerOptim(Registry& r) {
   r.def("sgd", "(params :key (lr 1e-3) (momentum 0.0) (dampening 0.0) (weight-decay 0.0) (nesterov #f) (auto-zero-grad #t))",
         [](Interp& in, Value params, double lr, double momentum, double dampening, double wd, bool nesterov, bool autoZero) {
@@ -342,13 +371,16 @@ void registerOptim(Registry& r) {
         "Makes OPT (or #f for none) the current optimizer. with-optimizer does this for a dynamic extent.");
 
   // ---- gradient clipping ----
-  r.def("clip-grad-norm!", "(params max-norm :key (norm-type 2.0) (error-if-nonfinite #f))",
-        [](Value params, double maxNorm, double normType, bool errorIfNonfinite) {
+  r.def("clip-grad-norm!", "(params max-norm :key (norm-type 2.0) (error-if-nonfinite #f) (tensor #f))",
+        [](Value params, double maxNorm, double normType, bool errorIfNonfinite, bool asTensor) -> Value {
           std::vector<at::Tensor> ps = optimizerTensors(params, "clip-grad-norm!");
-          return torch::nn::utils::clip_grad_norm_(ps, maxNorm, normType, errorIfNonfinite);
+          if (!asTensor) return makeFlonum(torch::nn::utils::clip_grad_norm_(ps, maxNorm, normType, errorIfNonfinite));
+          return wrapTensor(clipGradNormAsTensor(ps, maxNorm, normType, errorIfNonfinite));
         },
         "Scales the gradients of PARAMS (a module, an optimizer or tensors) so that their joint NORM-TYPE norm is at "
-        "most MAX-NORM; returns the norm before clipping (torch.nn.utils.clip_grad_norm_).");
+        "most MAX-NORM; returns the norm before clipping (torch.nn.utils.clip_grad_norm_). The norm is a number, "
+        "which waits for the GPU to finish the step; with :tensor #t it is a 0-dim tensor on the gradients' "
+        "device, as PyTorch returns it, and nothing waits (unless :error-if-nonfinite #t, which must read it).");
   r.def("clip-grad-value!", "(params clip-value)",
         [](Value params, double clip) {
           std::vector<at::Tensor> ps = optimizerTensors(params, "clip-grad-value!");
