@@ -87,8 +87,10 @@ def corpus(size):
 
 
 def main():
-    if len(sys.argv) < 2:
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         sys.exit(__doc__)
+    if sys.argv[1].startswith("-"):
+        sys.exit("gen-corpus.py: unknown option %s (the first argument is the file to write)\n%s" % (sys.argv[1], __doc__))
     size = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
     with open(sys.argv[1], "w", encoding="ascii", newline="\n") as f:
         f.write(corpus(size))
