@@ -84,9 +84,11 @@ std::vector<torch::optim::OptimizerParamGroup> paramGroups(Value params, const O
 
 void setCurrentOptimizer(Interp& in, Value opt);
 
-template <class Opt, class Options>
-Value makeOptimizer(Interp& in, Value params, const Options& o, const char* kind, bool autoZero) {
+template <class Opt, class Options, class Configure = void (*)(Opt&)>
+Value makeOptimizer(Interp& in, Value params, const Options& o, const char* kind, bool autoZero,
+                    Configure configure = [](Opt&) {}) {
   auto opt = std::make_shared<Opt>(paramGroups(params, o, kind), o);
+  configure(*opt);
   Value v = wrapOptimizer(opt, kind, autoZero);
   setCurrentOptimizer(in, v);
   return v;
