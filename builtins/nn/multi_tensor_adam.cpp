@@ -96,11 +96,13 @@ bool anyAmsgrad(const std::vector<OptimizerParamGroup>& groups, bool decoupled) 
 
 }  // namespace
 
+template <>
 at::Tensor MultiTensorAdam::step(LossClosure closure) {
   if (!useForeach(mode_, anyAmsgrad(param_groups(), false), param_groups())) return torch::optim::Adam::step(closure);
   return multiTensorStep<torch::optim::AdamParamState, torch::optim::AdamOptions, false>(*this, closure);
 }
 
+template <>
 at::Tensor MultiTensorAdamW::step(LossClosure closure) {
   if (!useForeach(mode_, anyAmsgrad(param_groups(), true), param_groups())) return torch::optim::AdamW::step(closure);
   return multiTensorStep<torch::optim::AdamWParamState, torch::optim::AdamWOptions, true>(*this, closure);

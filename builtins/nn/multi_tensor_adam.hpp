@@ -15,26 +15,23 @@ namespace purple {
 // :foreach of adam and adamw, as torch.optim's foreach=None/True/False.
 enum class ForeachMode { Auto, Always, Never };   // Auto: when every parameter is on a GPU
 
-class MultiTensorAdam : public torch::optim::Adam {
+// LibTorch's Adam or AdamW (BASE), with its constructors, and the multi-tensor step.
+template <class Base>
+class MultiTensor : public Base {
  public:
-  MultiTensorAdam(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamOptions defaults)
-      : torch::optim::Adam(std::move(groups), std::move(defaults)) {}
+  using Base::Base;
   void setForeach(ForeachMode m) { mode_ = m; }
-  at::Tensor step(LossClosure closure = nullptr) override;
+  at::Tensor step(typename Base::LossClosure closure = nullptr) override;
 
  private:
   ForeachMode mode_ = ForeachMode::Auto;
 };
 
-class MultiTensorAdamW : public torch::optim::AdamW {
- public:
-  MultiTensorAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamWOptions defaults)
-      : torch::optim::AdamW(std::move(groups), std::move(defaults)) {}
-  void setForeach(ForeachMode m) { mode_ = m; }
-  at::Tensor step(LossClosure closure = nullptr) override;
-
- private:
-  ForeachMode mode_ = ForeachMode::Auto;
-};
+using MultiTensorAdam = MultiTensor<torch::optim::Adam>;
+using MultiTensorAdamW = MultiTensor<torch::optim::AdamW>;
+template <>
+at::Tensor MultiTensorAdam::step(torch::optim::Optimizer::LossClosure closure);
+template <>
+at::Tensor MultiTensorAdamW::step(torch::optim::Optimizer::LossClosure closure);
 
 }  // namespace purple
