@@ -7,7 +7,7 @@
 // before backward behave exactly as in PyTorch (clearing twice is harmless). Pass
 // :auto-zero-grad #f to keep gradients after the step (PyTorch's behaviour), e.g. to inspect them.
 #include <torch/optim.h>
-#include <torch/nn/utils/clip_grad.h>
+#include <torch/nn/utils/clip_grad.h>   // clip_grad_value_
 #include "builtins/nn/optim.hpp"
 #include "builtins/nn/multi_tensor_adam.hpp"
 #include "builtins/nn/optim_state.hpp"
@@ -218,11 +218,12 @@ ForeachMode foreachMode(std::optional<bool> foreach) {
   return !foreach ? ForeachMode::Auto : *foreach ? ForeachMode::Always : ForeachMode::Never;
 }
 
-// torch.nn.utils.clip_grad_norm_ without reading the norm back: LibTorch's C++ version returns a
-// double, so it waits for the GPU at every training step (char-GPT on an H100, where the kernels
-// of a step are queued ahead of the interpreter). The arithmetic is the same: the NORM-TYPE norm
-// of the per-gradient norms, and the gradients scaled by min(1, max-norm / (norm + 1e-6)).
-at::Tensor clipGradNormAsTensor(const std::vector<at::Tensor>& params, double maxNorm, double normType,
+// torch.nn.utils.clip_grad_norm_, returning the norm as a tensor. LibTorch's C++ version returns
+// a double, so it waits for the GPU at every training step (char-GPT on an H100, where the kernels
+// of a step are queued ahead of the interpreter); clip-grad-norm! reads this one back only for its
+// number form. The NORM-TYPE norm of the per-gradient norms, and the gradients scaled by
+// min(1, max-norm / (norm + 1e-6)), as Python computes them (norm type 0 included).
+at::Tensor clipGradNorm(const std::vector<at::Tensor>& params, double maxNorm, double normType,
                                 bool errorIfNonfinite) {
   std::vector<at::Tensor> grads;
   for (const at::Tensor& p : params)
@@ -386,8 +387,8 @@ void registerOptim(Registry& r) {
   r.def("clip-grad-norm!", "(params max-norm :key (norm-type 2.0) (error-if-nonfinite #f) (tensor #f))",
         [](Value params, double maxNorm, double normType, bool errorIfNonfinite, bool asTensor) -> Value {
           std::vector<at::Tensor> ps = optimizerTensors(params, "clip-grad-norm!");
-          if (!asTensor) return makeFlonum(torch::nn::utils::clip_grad_norm_(ps, maxNorm, normType, errorIfNonfinite));
-          return wrapTensor(clipGradNormAsTensor(ps, maxNorm, normType, errorIfNonfinite));
+          at::Tensor norm = clipGradNorm(ps, maxNorm, normType, errorIfNonfinite);
+          return asTensor ? wrapTensor(norm) : makeFlonum(norm.item<double>());
         },
         "Scales the gradients of PARAMS (a module, an optimizer or tensors) so that their joint NORM-TYPE norm is at "
         "most MAX-NORM; returns the norm before clipping (torch.nn.utils.clip_grad_norm_). The norm is a number, "
