@@ -4,9 +4,10 @@
 //            Value::unbound(), never a user value. Scanned by the GC.
 //   hashes   entryCap 32-bit hashes of the keys (atomic memory): rehashing never calls a user
 //            hash procedure again, and most mismatches are rejected without comparing keys.
-//   index    indexCap int32 slots (atomic memory): -1 empty, -2 deleted, else an entry number.
-//            Linear probing from the key's mixed hash; indexCap is a power of two with load
-//            at most 2/3.
+//   index    indexCap 32-bit slots (atomic memory): 0 empty, 1 deleted, else the entry number
+//            plus 2 in the low bits (those under indexCap - 1) and the key's hash in the high
+//            bits. Linear probing from the key's hash; indexCap is a power of two with load at
+//            most 2/3.
 //
 // Iteration (keys, values, walk, fold, ->alist) follows insertion order, so programs print the
 // same thing on every run.
@@ -21,12 +22,11 @@ class Interp;
 
 enum class HashEquiv : uint16_t { Eq, Eqv, Equal, String, StringCi, Number, Custom };
 
-// One slot of the open-addressed index: the entry's number and its hash, side by side, so a
-// probe rejects a different key without touching the entry arrays (one cache miss, not two).
-struct HashSlot {
-  int32_t entry;
-  uint32_t hash;
-};
+// One slot of the open-addressed index. The bits of the hash a slot's position does not already
+// say sit beside the entry number, so a probe rejects a different key without touching the
+// entry arrays (one cache miss, not two), in half the memory of a whole hash beside it: 2 MB of
+// index for 200,000 keys, against a 2 MB level-2 cache.
+using HashSlot = uint32_t;
 
 struct HashTable : Object {      // small: HashEquiv; flags & 1: immutable (hash-table-copy)
   Value* entries;

@@ -21,8 +21,9 @@ using namespace data;
 
 namespace {
 
-constexpr int32_t kEmpty = -1;
-constexpr int32_t kDeleted = -2;
+constexpr HashSlot kEmpty = 0;
+constexpr HashSlot kDeleted = 1;
+constexpr uint32_t kFirstEntry = 2;   // a slot's low bits hold its entry number plus this
 constexpr uint8_t kImmutable = 1;
 
 HashTable* table(Value v) { return v.as<HashTable>(); }
@@ -103,7 +104,7 @@ bool keysEqual(Interp& in, HashTable* t, Value a, Value b) {
 
 uint32_t indexCapFor(uint32_t entryCap) {
   uint32_t cap = 8;
-  while (cap < entryCap + entryCap / 2 + 1) cap *= 2;
+  while (cap < entryCap + entryCap / 2 + kFirstEntry) cap *= 2;
   return cap;
 }
 
@@ -113,16 +114,18 @@ void allocate(HashTable* t, uint32_t entryCap) {
   t->hashes = static_cast<uint32_t*>(gcAllocAtomic(sizeof(uint32_t) * entryCap));
   t->indexCap = indexCapFor(entryCap);
   t->index = static_cast<HashSlot*>(gcAllocAtomic(sizeof(HashSlot) * t->indexCap));
-  std::fill(t->index, t->index + t->indexCap, HashSlot{kEmpty, 0});
+  std::fill(t->index, t->index + t->indexCap, kEmpty);
   t->entryUsed = 0;
   t->count = 0;
 }
 
+// indexCapFor keeps indexCap above entryCap + kFirstEntry, so the entry number fits the bits
+// below the mask.
 void indexInsert(HashTable* t, uint32_t h, int32_t entry) {
   uint32_t mask = t->indexCap - 1;
   for (uint32_t i = h & mask;; i = (i + 1) & mask) {
-    if (t->index[i].entry < 0) {
-      t->index[i] = HashSlot{entry, h};
+    if (t->index[i] <= kDeleted) {
+      t->index[i] = (h & ~mask) | (uint32_t(entry) + kFirstEntry);
       return;
     }
   }
@@ -176,9 +179,10 @@ Found find(Interp& in, Value tv, Value key, uint32_t h) {
     uint32_t mask = t->indexCap - 1;
     bool restart = false;
     for (uint32_t i = h & mask, probes = 0; probes <= mask; i = (i + 1) & mask, probes++) {
-      int32_t e = index[i].entry;
-      if (e == kEmpty) return {};
-      if (e == kDeleted || index[i].hash != h) continue;
+      HashSlot slot = index[i];
+      if (slot == kEmpty) return {};
+      if (slot == kDeleted || ((slot ^ h) & ~mask) != 0) continue;
+      int32_t e = int32_t((slot & mask) - kFirstEntry);
       Value k = entries[2 * e];
       if (k.isUnbound()) continue;
       if (k == key) return {e, i};
@@ -228,7 +232,7 @@ bool removeKey(Interp& in, Value tv, Value key) {
   HashTable* t = table(tv);
   t->entries[2 * f.entry] = Value::unbound();
   t->entries[2 * f.entry + 1] = Value::f();   // drop the reference for the collector
-  t->index[f.slot].entry = kDeleted;
+  t->index[f.slot] = kDeleted;
   t->count--;
   if (t->count == 0) allocate(t, t->entryCap);   // cheap reset: no tombstones left behind
   return true;

@@ -1,16 +1,15 @@
-// Interned symbols: an open-addressed hash table in malloc'ed memory, which the collector does
-// not scan.
+// Interned symbols: a hash table in malloc'ed memory, which the collector does not scan.
 //
 // Collectable symbols are cut from shared blocks of collectable memory, and each block, not each
 // symbol, carries one Boehm "disappearing link": when nothing points into a block any more (the
 // collector honours interior pointers) it clears the link, and the next probe that meets one of
-// that block's slots makes it a tombstone. One link per symbol cost a full collection every few
+// that block's entries deletes it. One link per symbol cost a full collection every few
 // thousand new symbols: Boehm collects before it grows its table of links past 4,096 entries,
 // and again whenever a quarter of them died, so interning 200,000 names ran 60 collections.
 //
-// The slots are read under the allocation lock: between the collector's decision that a block
-// is dead and its clearing of the link, reading a symbol's pointer would resurrect memory about
-// to be freed (gc.h, GC_general_register_disappearing_link).
+// A block's link is read under the allocation lock: between the collector's decision that a
+// block is dead and its clearing of the link, reading a symbol's pointer would resurrect memory
+// about to be freed (gc.h, GC_general_register_disappearing_link).
 #include "interp/core/symbol_table.hpp"
 #include "interp/core/gc.hpp"
 
@@ -39,14 +38,25 @@ struct Block {
   size_t entries;    // collectable entries still pointing into it
 };
 
-// One slot of the open-addressed table. The hash sits beside the pointer, so a probe passes
-// other names without reading their symbols.
-struct Slot {
-  Symbol* symbol;    // null: empty, or a tombstone when `tombstone`
-  Block* block;      // null for a pinned symbol: then the slot lives for good
-  uint32_t hash;
-  bool tombstone;
+// The table is laid out as CPython's dict is: a dense array of entries in the order they were
+// made, and a small open-addressed index of entry numbers. A probe for a new name, the common
+// case when a program makes symbols from data, touches one index slot and then appends. With
+// 24-byte slots in the probed array itself, that probe and the slot's write each missed the
+// cache once the table outgrew it (200,000 names: 12 MB of slots against a 4 MB index now).
+struct Entry {
+  Symbol* symbol;    // null once its block died (the index slot then says so too)
+  Block* block;      // null for a pinned symbol: then the entry lives for good
 };
+
+// One index slot. The hash sits beside the entry number, so a probe passes other names without
+// reading their entries.
+struct Slot {
+  uint32_t entry;
+  uint32_t hash;
+};
+
+constexpr uint32_t kEmpty = UINT32_MAX;
+constexpr uint32_t kDeleted = UINT32_MAX - 1;
 
 // Big enough that a program interning a million names registers a few thousand links, small
 // enough that one kept symbol holds little memory alive.
@@ -65,17 +75,16 @@ class SymbolTable {
   Value intern(std::string_view name, bool keyword, bool pin) {
     uint32_t hash = symbolNameHash(name) ^ (keyword ? 0x9e3779b9u : 0);
     std::lock_guard<std::mutex> g(lock_);
-    if (slots_.empty()) slots_.assign(kFirstSlots, Slot{nullptr, nullptr, 0, false});
-    Lookup q{this, name, hash, keyword, nullptr, 0};
-    GC_call_with_alloc_lock(&SymbolTable::findLocked, &q);
-    if (q.found) {
-      if (pin && slots_[q.slot].block) pinLater(q.slot, q.found);
-      return Value(q.found);
+    if (index_.empty()) index_.assign(kFirstSlots, Slot{kEmpty, 0});
+    size_t freeSlot = SIZE_MAX;
+    if (Symbol* found = find(name, hash, keyword, freeSlot)) {
+      if (pin && entries_[foundEntry_].block) pinLater(foundEntry_, found);
+      return Value(found);
     }
-    // Half full at most, counting tombstones: probes stay short.
-    if ((used_ + 1) * 2 > slots_.size()) {
+    // Half full at most, counting deleted slots: probes stay short.
+    if ((used_ + 1) * 2 > index_.size() || entries_.size() >= kDeleted) {
       GC_call_with_alloc_lock(&SymbolTable::rebuildLocked, this);
-      q.slot = freeSlotFor(hash);
+      freeSlot = freeSlotFor(hash);
     }
 
     size_t bytes = (sizeof(Symbol) + name.size() + kSymbolAlign - 1) & ~(kSymbolAlign - 1);
@@ -98,9 +107,10 @@ class SymbolTable {
     std::memcpy(s->name, name.data(), name.size());
     s->name[name.size()] = '\0';
 
-    Slot& slot = slots_[q.slot];
-    if (!slot.tombstone) used_++;
-    slot = Slot{s, block, hash, false};
+    Slot& slot = index_[freeSlot];
+    if (slot.entry == kEmpty) used_++;
+    slot = Slot{uint32_t(entries_.size()), hash};
+    entries_.push_back(Entry{s, block});
     if (block) block->entries++;
     live_++;
     return Value(s);
@@ -113,81 +123,99 @@ class SymbolTable {
   }
 
  private:
-  struct Lookup {
-    SymbolTable* table;
-    std::string_view name;
-    uint32_t hash;
-    bool keyword;
-    Symbol* found;
-    size_t slot;       // where it is, or the first free slot on its probe sequence
-  };
-
-  static bool deadLocked(const Slot& s) { return s.symbol && s.block && !s.block->memory; }
-
-  // A slot whose block died becomes a tombstone: probes go on past it.
-  static void buryLocked(SymbolTable* t, Slot& s) {
-    if (--s.block->entries == 0) delete s.block;   // its link went with the clearing
-    s = Slot{nullptr, nullptr, 0, true};
-    t->live_--;
-  }
-
-  // Runs under the allocation lock: reads links, and buries the slots of dead blocks met on the
-  // way.
-  static void* findLocked(void* arg) {
-    auto* q = static_cast<Lookup*>(arg);
-    SymbolTable* t = q->table;
-    size_t mask = t->slots_.size() - 1;
-    size_t firstFree = SIZE_MAX;
-    for (size_t i = q->hash & mask;; i = (i + 1) & mask) {
-      Slot& s = t->slots_[i];
-      if (!s.symbol) {
-        if (!s.tombstone) {
-          q->slot = firstFree != SIZE_MAX ? firstFree : i;
-          return nullptr;
-        }
-        if (firstFree == SIZE_MAX) firstFree = i;
-        continue;
-      }
-      if (s.hash != q->hash) continue;
-      if (deadLocked(s)) {
-        buryLocked(t, s);
-        if (firstFree == SIZE_MAX) firstFree = i;
-        continue;
-      }
-      if ((s.symbol->flags & 1) == q->keyword && s.symbol->view() == q->name) {
-        q->found = s.symbol;
-        q->slot = i;
+  // Looks NAME up. On a miss FREESLOT is where it goes: the first deleted or empty slot on its
+  // probe sequence. Only a slot whose hash matches needs the allocation lock, to read its block's
+  // link; a probe for a new name, which almost never meets its own hash, takes no lock but ours.
+  Symbol* find(std::string_view name, uint32_t hash, bool keyword, size_t& freeSlot) {
+    size_t mask = index_.size() - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      Slot s = index_[i];
+      if (s.entry == kEmpty) {
+        if (freeSlot == SIZE_MAX) freeSlot = i;
         return nullptr;
       }
+      if (s.entry == kDeleted) {
+        if (freeSlot == SIZE_MAX) freeSlot = i;
+        continue;
+      }
+      if (s.hash != hash) continue;
+      Candidate c{this, i, name, keyword, false, false};
+      GC_call_with_alloc_lock(&SymbolTable::checkLocked, &c);
+      if (c.matches) {
+        foundEntry_ = index_[i].entry;
+        return entries_[foundEntry_].symbol;
+      }
+      if (c.buried && freeSlot == SIZE_MAX) freeSlot = i;
     }
   }
 
+  struct Candidate {
+    SymbolTable* table;
+    size_t slot;
+    std::string_view name;
+    bool keyword;
+    bool matches;
+    bool buried;
+  };
+
+  // Under the allocation lock: between the collector's decision that a block is dead and its
+  // clearing of the link, reading the symbol would resurrect memory about to be freed.
+  static void* checkLocked(void* arg) {
+    auto* c = static_cast<Candidate*>(arg);
+    SymbolTable* t = c->table;
+    uint32_t e = t->index_[c->slot].entry;
+    Entry& entry = t->entries_[e];
+    if (!entry.symbol || deadLocked(entry)) {   // null: buried by a pass over all entries
+      if (entry.symbol) buryLocked(t, entry);
+      t->index_[c->slot].entry = kDeleted;
+      c->buried = true;
+      return nullptr;
+    }
+    c->matches = (entry.symbol->flags & 1) == c->keyword && entry.symbol->view() == c->name;
+    return nullptr;
+  }
+
+  static bool deadLocked(const Entry& e) { return e.symbol && e.block && !e.block->memory; }
+
+  // Its index slot is left pointing at it until the next rebuild or probe marks it deleted.
+  static void buryLocked(SymbolTable* t, Entry& e) {
+    if (--e.block->entries == 0) delete e.block;   // its link went with the clearing
+    e = Entry{nullptr, nullptr};
+    t->live_--;
+  }
+
   size_t freeSlotFor(uint32_t hash) const {
-    size_t mask = slots_.size() - 1;
+    size_t mask = index_.size() - 1;
     size_t i = hash & mask;
-    while (slots_[i].symbol) i = (i + 1) & mask;
+    while (index_[i].entry != kEmpty) i = (i + 1) & mask;
     return i;
   }
 
   static void* pruneAllLocked(void* arg) {
     auto* t = static_cast<SymbolTable*>(arg);
-    for (Slot& s : t->slots_)
-      if (deadLocked(s)) buryLocked(t, s);
+    for (Entry& e : t->entries_)
+      if (deadLocked(e)) buryLocked(t, e);
     return nullptr;
   }
 
-  // Drops the dead and the tombstones, and sizes the table for four times the live symbols:
-  // a rebuild happens at most once per (size / 4) new symbols.
+  // Drops the dead, compacts the entries and sizes the index for four times the live symbols:
+  // a rebuild happens at most once per (size / 4) new symbols. Only the index is probed at
+  // random; the entries are read in order.
   static void* rebuildLocked(void* arg) {
     auto* t = static_cast<SymbolTable*>(arg);
     pruneAllLocked(t);
     size_t size = kFirstSlots;
     while (size < t->live_ * 4) size *= 2;
-    std::vector<Slot> old(size, Slot{nullptr, nullptr, 0, false});
-    old.swap(t->slots_);
-    for (const Slot& s : old)
-      if (s.symbol) t->slots_[t->freeSlotFor(s.hash)] = s;
-    t->used_ = t->live_;
+    t->index_.assign(size, Slot{kEmpty, 0});
+    size_t kept = 0;
+    for (const Entry& e : t->entries_) {
+      if (!e.symbol) continue;
+      t->entries_[kept] = e;
+      t->index_[t->freeSlotFor(e.symbol->hash)] = Slot{uint32_t(kept), e.symbol->hash};
+      kept++;
+    }
+    t->entries_.resize(kept);
+    t->used_ = kept;
     return nullptr;
   }
 
@@ -221,29 +249,31 @@ class SymbolTable {
     return at;
   }
 
-  void pinLater(size_t slot, Symbol* s) {
+  void pinLater(uint32_t entry, Symbol* s) {
     pinned_.push_back(Value(s));   // scanned memory: the symbol (and its block) stay reachable
-    Unshare u{this, slot};
+    Unshare u{this, entry};
     GC_call_with_alloc_lock(&SymbolTable::unshareLocked, &u);
   }
 
   struct Unshare {
     SymbolTable* table;
-    size_t slot;
+    uint32_t entry;
   };
 
   static void* unshareLocked(void* arg) {
     auto* u = static_cast<Unshare*>(arg);
-    Slot& s = u->table->slots_[u->slot];
-    if (--s.block->entries == 0 && !s.block->memory) delete s.block;
-    s.block = nullptr;
+    Entry& e = u->table->entries_[u->entry];
+    if (--e.block->entries == 0 && !e.block->memory) delete e.block;
+    e.block = nullptr;
     return nullptr;
   }
 
   std::mutex lock_;
-  std::vector<Slot> slots_;       // size a power of two
-  size_t live_ = 0;               // slots holding a symbol (some may belong to dead blocks)
-  size_t used_ = 0;               // live slots and tombstones
+  std::vector<Entry> entries_;    // in the order made; dead ones null until a rebuild
+  std::vector<Slot> index_;       // size a power of two
+  size_t live_ = 0;               // entries holding a symbol (some may belong to dead blocks)
+  size_t used_ = 0;               // index slots not empty (live or deleted)
+  uint32_t foundEntry_ = 0;       // the entry find last returned
   bool blocksShared_ = true;
   Block* current_ = nullptr;      // the block being filled
   void* currentMemory_ = nullptr; // its memory, registered as a root
