@@ -66,7 +66,9 @@ uint64_t numberHash(Value v) {
 
 uint32_t hashKey(Interp& in, HashTable* t, Value key) {
   switch (t->equiv()) {
-    case HashEquiv::Eq:
+    // eq? compares the bits, so they are the hash: a lookup reads nothing of the key itself (a
+    // cache miss per symbol when a program walks a list of keys).
+    case HashEquiv::Eq: return fold64(mix64(key.bits));
     case HashEquiv::Eqv: return fold64(hashEqv(key));
     case HashEquiv::Equal: return fold64(hashEqual(key));
     case HashEquiv::String:
