@@ -313,6 +313,19 @@ TEST_CASE("hardening: symbols a script makes are collected once unused, and keep
   int64_t grown = interp.eval("(- (interned) before)").to<int64_t>();
   CAPTURE(grown);
   CHECK(grown < 20000);   // 200,000 made; without collection all stay (32 bytes each, for good)
+  // Names whose symbols were collected intern afresh: the probe meets their old, emptied entries
+  // (same hash) and must neither return them nor lose the new symbol.
+  interp.eval(R"P((define again (map (lambda (i) (string->symbol (string-append "made-" (number->string i))))
+                                     (iota 1000 0 97))))P");
+  CHECK(interp.eval("(let loop ((l again) (i 0)) (cond ((null? l) #t)"
+                    "  ((and (eq? (car l) (string->symbol (string-append \"made-\" (number->string i))))"
+                    "        (string=? (symbol->string (car l)) (string-append \"made-\" (number->string i))))"
+                    "   (loop (cdr l) (+ i 97)))"
+                    "  (else #f)))").isTrue());
+  int64_t regrown = interp.eval("(- (interned) before)").to<int64_t>();
+  CAPTURE(regrown);
+  CHECK(regrown >= 1000);
+  CHECK(regrown < 21000);
   // every symbol still referenced is still the one interning its name gives
   CHECK(interp.eval("(eq? kept (string->symbol \"kept-symbol\"))").isTrue());
   CHECK(interp.eval("(eq? kept-keyword (string->keyword \"kept-keyword\"))").isTrue());
