@@ -175,12 +175,14 @@ void registerSystem(Registry& r) {
                      entry("module-bytes", t.heldBytes), entry("device-tensor-bytes", t.deviceBytes),
                      entry("device-gc-threshold", t.deviceThreshold),
                      entry("heap-bytes", g.heapBytes), entry("free-bytes", g.freeBytes),
-                     entry("collections", g.collections), entry("buffer-bytes", gcExternalBytes()),
+                     entry("collections", g.collections), entry("allocated-bytes", g.allocatedBytes),
+                     entry("buffer-bytes", gcExternalBytes()),
                      entry("interned-symbols", int64_t(internedSymbolCount()))};
     return listFromArray(items, sizeof items / sizeof items[0]);
   }, "An alist of memory facts: live tensors and their bytes (device-tensor-bytes: those on a GPU), "
      "collections and the tensor bytes that trigger one (tensor-gc-threshold; device-gc-threshold for "
-     "GPU storage, paced by the collections' cost), heap size, the bytes "
+     "GPU storage, paced by the collections' cost), heap size, the bytes allocated on it since "
+     "the process began (allocated-bytes: the difference across a call is what the call allocated), the bytes "
      "ports hold outside the heap (buffer-bytes), interned symbols (those a script made are "
      "collected once unused).");
   sandboxAllowed(r, "gc-stats", "global settings: memory counters",

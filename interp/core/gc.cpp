@@ -141,6 +141,7 @@ GcStats gcStats() {
   s.heapBytes = int64_t(GC_get_heap_size());
   s.freeBytes = int64_t(GC_get_free_bytes());
   s.collections = int64_t(GC_get_gc_no());
+  s.allocatedBytes = int64_t(GC_get_total_bytes());
   return s;
 }
 

@@ -56,6 +56,7 @@ struct GcStats {
   int64_t heapBytes;
   int64_t freeBytes;
   int64_t collections;
+  int64_t allocatedBytes;   // collected-heap bytes allocated since the process began
 };
 GcStats gcStats();
 

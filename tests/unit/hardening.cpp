@@ -340,6 +340,21 @@ TEST_CASE("hardening: symbols a script makes are collected once unused, and keep
             .repr() == "(3)");
 }
 
+TEST_CASE("gc-stats: allocated-bytes is what the collected heap handed out, collections or not") {
+  purple::Interpreter interp;
+  interp.eval("(define (allocated) (cdr (assq 'allocated-bytes (gc-stats))))"
+              "(define (pairs n) (let loop ((i 0) (l '())) (if (= i n) l (loop (+ i 1) (cons i l)))))");
+  int64_t before = interp.eval("(allocated)").to<int64_t>();
+  interp.eval("(pairs 100000)");
+  int64_t pairs = interp.eval("(allocated)").to<int64_t>() - before;
+  CAPTURE(pairs);
+  CHECK(pairs >= 100000 * 24);   // a pair is a header and two values
+  CHECK(pairs < 100000 * 64);
+  before = interp.eval("(allocated)").to<int64_t>();
+  interp.eval("(gc)");
+  CHECK(interp.eval("(allocated)").to<int64_t>() >= before);   // a collection frees, never un-counts
+}
+
 TEST_CASE("hardening: dropped ports free their buffers, and live ones count against the heap limit") {
   // A port's text is malloc'ed, which the collector does not see: 50 input ports over a 100 MB
   // string, each dropped at once, held 5 GB before the ports charged their buffers to it.
