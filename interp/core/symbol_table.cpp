@@ -48,15 +48,14 @@ struct Entry {
   Block* block;      // null for a pinned symbol: then the entry lives for good
 };
 
-// One index slot. The hash sits beside the entry number, so a probe passes other names without
-// reading their entries.
-struct Slot {
-  uint32_t entry;
-  uint32_t hash;
-};
-
-constexpr uint32_t kEmpty = UINT32_MAX;
-constexpr uint32_t kDeleted = UINT32_MAX - 1;
+// One index slot, as in builtins/core/hashtable.hpp: the entry number plus kFirstEntry in the
+// bits under the index's mask, and the bits of the hash the slot's position does not already say
+// above them, so a probe passes other names without reading their entries. Entries never number
+// more than half the index (rebuild sees to it), so the number always fits.
+using Slot = uint32_t;
+constexpr Slot kEmpty = 0;
+constexpr Slot kDeleted = 1;
+constexpr uint32_t kFirstEntry = 2;
 
 // Big enough that a program interning a million names registers a few thousand links, small
 // enough that one kept symbol holds little memory alive.
@@ -75,14 +74,15 @@ class SymbolTable {
   Value intern(std::string_view name, bool keyword, bool pin) {
     uint32_t hash = symbolNameHash(name) ^ (keyword ? 0x9e3779b9u : 0);
     std::lock_guard<std::mutex> g(lock_);
-    if (index_.empty()) index_.assign(kFirstSlots, Slot{kEmpty, 0});
+    if (index_.empty()) index_.assign(kFirstSlots, kEmpty);
     size_t freeSlot = SIZE_MAX;
     if (Symbol* found = find(name, hash, keyword, freeSlot)) {
       if (pin && entries_[foundEntry_].block) pinLater(foundEntry_, found);
       return Value(found);
     }
-    // Half full at most, counting deleted slots: probes stay short.
-    if ((used_ + 1) * 2 > index_.size() || entries_.size() >= kDeleted) {
+    // Half full at most, counting deleted slots: probes stay short. Entries (dead ones count until
+    // a rebuild drops them) stay under half the index, so their numbers fit a slot's low bits.
+    if ((used_ + 1) * 2 > index_.size() || (entries_.size() + kFirstEntry) * 2 > index_.size()) {
       GC_call_with_alloc_lock(&SymbolTable::rebuildLocked, this);
       freeSlot = freeSlotFor(hash);
     }
@@ -108,8 +108,8 @@ class SymbolTable {
     s->name[name.size()] = '\0';
 
     Slot& slot = index_[freeSlot];
-    if (slot.entry == kEmpty) used_++;
-    slot = Slot{uint32_t(entries_.size()), hash};
+    if (slot == kEmpty) used_++;
+    slot = makeSlot(entries_.size(), hash);
     entries_.push_back(Entry{s, block});
     if (block) block->entries++;
     live_++;
@@ -130,19 +130,19 @@ class SymbolTable {
     size_t mask = index_.size() - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
       Slot s = index_[i];
-      if (s.entry == kEmpty) {
+      if (s == kEmpty) {
         if (freeSlot == SIZE_MAX) freeSlot = i;
         return nullptr;
       }
-      if (s.entry == kDeleted) {
+      if (s == kDeleted) {
         if (freeSlot == SIZE_MAX) freeSlot = i;
         continue;
       }
-      if (s.hash != hash) continue;
+      if (((s ^ hash) & ~mask) != 0) continue;
       Candidate c{this, i, name, keyword, false, false};
       GC_call_with_alloc_lock(&SymbolTable::checkLocked, &c);
       if (c.matches) {
-        foundEntry_ = index_[i].entry;
+        foundEntry_ = entryOf(index_[i]);
         return entries_[foundEntry_].symbol;
       }
       if (c.buried && freeSlot == SIZE_MAX) freeSlot = i;
@@ -163,11 +163,11 @@ class SymbolTable {
   static void* checkLocked(void* arg) {
     auto* c = static_cast<Candidate*>(arg);
     SymbolTable* t = c->table;
-    uint32_t e = t->index_[c->slot].entry;
+    uint32_t e = t->entryOf(t->index_[c->slot]);
     Entry& entry = t->entries_[e];
     if (!entry.symbol || deadLocked(entry)) {   // null: buried by a pass over all entries
       if (entry.symbol) buryLocked(t, entry);
-      t->index_[c->slot].entry = kDeleted;
+      t->index_[c->slot] = kDeleted;
       c->buried = true;
       return nullptr;
     }
@@ -184,10 +184,17 @@ class SymbolTable {
     t->live_--;
   }
 
+  Slot makeSlot(size_t entry, uint32_t hash) const {
+    uint32_t mask = uint32_t(index_.size() - 1);
+    return (hash & ~mask) | (uint32_t(entry) + kFirstEntry);
+  }
+
+  uint32_t entryOf(Slot s) const { return (s & uint32_t(index_.size() - 1)) - kFirstEntry; }
+
   size_t freeSlotFor(uint32_t hash) const {
     size_t mask = index_.size() - 1;
     size_t i = hash & mask;
-    while (index_[i].entry != kEmpty) i = (i + 1) & mask;
+    while (index_[i] != kEmpty) i = (i + 1) & mask;
     return i;
   }
 
@@ -206,12 +213,12 @@ class SymbolTable {
     pruneAllLocked(t);
     size_t size = kFirstSlots;
     while (size < t->live_ * 4) size *= 2;
-    t->index_.assign(size, Slot{kEmpty, 0});
+    t->index_.assign(size, kEmpty);
     size_t kept = 0;
     for (const Entry& e : t->entries_) {
       if (!e.symbol) continue;
       t->entries_[kept] = e;
-      t->index_[t->freeSlotFor(e.symbol->hash)] = Slot{uint32_t(kept), e.symbol->hash};
+      t->index_[t->freeSlotFor(e.symbol->hash)] = t->makeSlot(kept, e.symbol->hash);
       kept++;
     }
     t->entries_.resize(kept);
