@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -552,6 +553,38 @@ TEST_CASE("api: an interpreter used from another thread") {
   worker.join();
   CHECK(sum == 499500);
   CHECK(interp.eval("(length xs)").to<int64_t>() == 1000);
+}
+
+TEST_CASE("api: interpreters on several threads intern the same and different names at once") {
+  // The symbol table is process-wide: four interpreters make names at the same time, half of
+  // them shared, while their collections free the symbols no one keeps.
+  constexpr int kThreads = 4;
+  std::vector<std::string> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([t, &results] {
+      purple::Interpreter interp;
+      std::string own = "\"own-" + std::to_string(t) + "-\"";
+      results[t] = interp.eval(
+          "(define (name p i) (string-append p (number->string i)))"
+          "(define kept (let loop ((i 0) (acc '()))"
+          "  (if (= i 20000) acc"
+          "      (begin (string->symbol (name \"dropped-\" i))"
+          "             (loop (+ i 1) (cons (cons (string->symbol (name \"shared-\" i))"
+          "                                       (string->symbol (name " + own + " i))) acc))))))"
+          "(let check ((l kept) (i 19999))"
+          "  (cond ((null? l) 'ok)"
+          "        ((and (eq? (caar l) (string->symbol (name \"shared-\" i)))"
+          "              (string=? (symbol->string (cdar l)) (name " + own + " i)))"
+          "         (check (cdr l) (- i 1)))"
+          "        (else (list 'wrong i))))").repr();
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; t++) {
+    CAPTURE(t);
+    CHECK(results[t] == "ok");
+  }
 }
 
 TEST_CASE("sandbox: deeply nested data is an error on a host thread's stack, not a crash") {
