@@ -44,7 +44,7 @@ struct Block {
 // made, and a small open-addressed index of entry numbers. A probe for a new name, the common
 // case when a program makes symbols from data, touches one index slot and then appends. With
 // 24-byte slots in the probed array itself, that probe and the slot's write each missed the
-// cache once the table outgrew it (200,000 names: 12 MB of slots against a 4 MB index now).
+// cache once the table outgrew it (200,000 names: 12 MB of slots, against 2 MB of index now).
 struct Entry {
   Symbol* symbol;    // null once its block died (the index slot then says so too)
   Block* block;      // null for a pinned symbol: then the entry lives for good
