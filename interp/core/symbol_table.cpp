@@ -46,7 +46,8 @@ struct Block {
 // 24-byte slots in the probed array itself, that probe and the slot's write each missed the
 // cache once the table outgrew it (200,000 names: 12 MB of slots, against 2 MB of index now).
 struct Entry {
-  Symbol* symbol;    // null once its block died (the index slot then says so too)
+  Symbol* symbol;    // null once its block died; its index slot may point here until a probe or
+                     // a rebuild marks the slot deleted
   Block* block;      // null for a pinned symbol: then the entry lives for good
 };
 
