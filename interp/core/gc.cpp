@@ -280,6 +280,24 @@ void* gcAllocRoot(size_t bytes) {
 
 void gcFreeRoot(void* p) { GC_FREE(p); }
 
+void* gcAllocImmortalRoot(size_t bytes) {
+  constexpr size_t kChunkBytes = 16384;
+  static std::mutex lock;
+  static char* next = nullptr;
+  static size_t left = 0;
+  bytes = (bytes + sizeof(void*) - 1) & ~(sizeof(void*) - 1);
+  if (bytes > kChunkBytes / 4) return gcAllocRoot(bytes);
+  std::lock_guard<std::mutex> g(lock);
+  if (bytes > left) {
+    next = static_cast<char*>(gcAllocRoot(kChunkBytes));   // zeroed: the unused tail holds no pointers
+    left = kChunkBytes;
+  }
+  void* p = next;
+  next += bytes;
+  left -= bytes;
+  return p;
+}
+
 void gcRegisterFinalizer(void* obj, void (*fn)(void* obj, void* data), void* data) {
   GC_register_finalizer_no_order(obj, fn, data, nullptr, nullptr);
 }

@@ -43,7 +43,7 @@ Interp::Interp() {
   for (size_t i = 0; i < sizeof(State) / sizeof(Value); i++) fields[i] = Value::f();
   st->handlers = Value::nil();
   st->libraries = Value::nil();
-  globals_ = userGlobals_ = new GlobalMap();
+  globals_ = userGlobals_ = makeGlobalMap();
   callStack = static_cast<CallRecord*>(std::calloc(size_t(kMaxDepthCap) + 2, sizeof(CallRecord)));
   if (!callStack) throw std::bad_alloc();
   gcAddGrowingRoots(callStack, &depth, sizeof(CallRecord));
@@ -68,6 +68,21 @@ Interp::Interp() {
   sealSystemNamespace();
 }
 
+Interp::GlobalMap* Interp::makeGlobalMap(const GlobalMap* copyOf) {
+  void* memory = gcAllocRoot(sizeof(GlobalMap));
+  try {
+    return copyOf ? new (memory) GlobalMap(*copyOf) : new (memory) GlobalMap();
+  } catch (...) {
+    gcFreeRoot(memory);
+    throw;
+  }
+}
+
+void Interp::freeGlobalMap(GlobalMap* map) {
+  map->~GlobalMap();
+  gcFreeRoot(map);
+}
+
 Interp::~Interp() {
   if (deadlineArmed) disarmDeadline(this);
   for (auto& f : onDestroy) f(*this);
@@ -76,11 +91,11 @@ Interp::~Interp() {
   // (and run the finalizers of its tensors).
   for (GlobalMap* ns : libraryNamespaces_) {
     for (auto& kv : *ns) kv.second->value = Value::unbound();
-    delete ns;
+    freeGlobalMap(ns);
   }
   for (auto& kv : *userGlobals_) kv.second->value = Value::unbound();
-  delete userGlobals_;
-  delete systemGlobals_;
+  freeGlobalMap(userGlobals_);
+  if (systemGlobals_) freeGlobalMap(systemGlobals_);
   Value* fields = reinterpret_cast<Value*>(st);
   for (size_t i = 0; i < sizeof(State) / sizeof(Value); i++) fields[i] = Value::f();
   gcFreeRoot(st);

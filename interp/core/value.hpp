@@ -287,6 +287,10 @@ void* gcAlloc(size_t bytes);          // scanned for pointers
 void* gcAllocAtomic(size_t bytes);    // never scanned (strings, doubles)
 void* gcAllocRoot(size_t bytes);      // uncollectable and scanned: a root until gcFreeRoot
 void gcFreeRoot(void* p);
+// Scanned memory that is never freed (builtin metadata made once per process), cut from shared
+// uncollectable chunks: the collector pushes every live uncollectable object at the start of
+// each mark, and more than a thousand of them make it mark serially and regrow its mark stack.
+void* gcAllocImmortalRoot(size_t bytes);
 
 // A GC object of type T (scanned for pointers) with its header set; `bytes` covers any
 // variable-length tail.

@@ -118,7 +118,8 @@ static std::string paramName(const PrimitiveInfo* info, int index) {
 }
 
 PrimitiveInfo* Registry::makeInfo(std::string_view name, std::string_view signature, std::string_view doc,
-                                  int cppParams) {
+                                  int cppParams, bool immortal) {
+  auto rootMemory = immortal ? &gcAllocImmortalRoot : &gcAllocRoot;
   auto* info = new PrimitiveInfo();
   info->name = std::string(name);
   info->signature = std::string(signature);
@@ -181,7 +182,7 @@ PrimitiveInfo* Registry::makeInfo(std::string_view name, std::string_view signat
   if (cppParams >= 0 && cppParams != info->nParams)
     throw std::logic_error("signature of " + info->name + " names " + std::to_string(info->nParams) +
                            " parameters but the C++ function takes " + std::to_string(cppParams));
-  info->keys = keys.empty() ? nullptr : static_cast<Value*>(gcAllocRoot(keys.size() * sizeof(Value)));
+  info->keys = keys.empty() ? nullptr : static_cast<Value*>(rootMemory(keys.size() * sizeof(Value)));
   for (size_t i = 0; i < keys.size(); i++) info->keys[i] = keys[i];
   if (!keys.empty()) {
     info->keyTwin = new int[keys.size()];
@@ -192,7 +193,7 @@ PrimitiveInfo* Registry::makeInfo(std::string_view name, std::string_view signat
         if (params[size_t(o)].name == params[size_t(keyBase + k)].name) info->keyTwin[k] = o;
     }
   }
-  info->defaults = static_cast<Value*>(gcAllocRoot((params.size() + 1) * sizeof(Value)));
+  info->defaults = static_cast<Value*>(rootMemory((params.size() + 1) * sizeof(Value)));
   std::vector<std::string> names;
   for (size_t i = 0; i < params.size(); i++) {
     info->defaults[i] = params[i].defaultValue;
@@ -227,7 +228,7 @@ PrimitiveInfo* Registry::sharedInfo(std::string_view name, std::string_view sign
   std::lock_guard<std::mutex> g(gSharedInfosLock);
   PrimitiveInfo*& slot = sharedInfos()[key];
   if (!slot) {
-    PrimitiveInfo* info = makeInfo(name, signature, doc, cppParams);
+    PrimitiveInfo* info = makeInfo(name, signature, doc, cppParams, true);
     if (complete) complete(info, context);
     slot = info;
   }
@@ -236,7 +237,7 @@ PrimitiveInfo* Registry::sharedInfo(std::string_view name, std::string_view sign
 
 PrimitiveInfo* Registry::defHost(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,
                                  uint8_t flags) {
-  PrimitiveInfo* info = makeInfo(name, signature, doc, -1);
+  PrimitiveInfo* info = makeInfo(name, signature, doc, -1, false);
   install(info, fn, flags);
   return info;
 }

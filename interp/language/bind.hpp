@@ -380,7 +380,10 @@ class Registry {
   // interpreter made and destroyed). COMPLETE(info, context) sets the callable of a new one.
   PrimitiveInfo* sharedInfo(std::string_view name, std::string_view signature, std::string_view doc, int cppParams,
                             PrimFn entry, void (*complete)(PrimitiveInfo*, void*), void* context);
-  PrimitiveInfo* makeInfo(std::string_view name, std::string_view signature, std::string_view doc, int cppParams);
+  // IMMORTAL: a shared builtin's, never released, so its keys and defaults share chunks of root
+  // memory rather than being two roots of their own (a host's can be released).
+  PrimitiveInfo* makeInfo(std::string_view name, std::string_view signature, std::string_view doc, int cppParams,
+                          bool immortal);
   void install(PrimitiveInfo* info, PrimFn fn, uint8_t flags);
   Interp& in_;
   std::string family_;

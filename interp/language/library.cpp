@@ -47,13 +47,13 @@ struct NamespaceSwitch {
 };
 
 Interp::GlobalMap* Interp::newNamespace() {
-  auto* ns = new GlobalMap();
+  auto* ns = makeGlobalMap();
   libraryNamespaces_.push_back(ns);
   return ns;
 }
 
 void Interp::sealSystemNamespace() {
-  if (!systemGlobals_) systemGlobals_ = new GlobalMap(*userGlobals_);
+  if (!systemGlobals_) systemGlobals_ = makeGlobalMap(userGlobals_);
 }
 
 void Interp::loadIntoSystem(void (*load)(Interp&)) {
