@@ -181,7 +181,8 @@ class Interp {
   // lives in one uncollectable block (makeGlobalMap): one root per namespace. With a root per
   // node (traceable_allocator) a fresh interpreter held 3,000 of them, and the collector, which
   // pushes every live uncollectable object before marking, marked serially and regrew its mark
-  // stack in each of a program's first collections.
+  // stack in each of a program's first collections. So a GlobalMap lives only where
+  // makeGlobalMap put it: held by value in malloc'ed memory, its nodes would be collected.
   using GlobalMap = std::unordered_map<const Object*, GlobalCell*, std::hash<const Object*>,
                                        std::equal_to<const Object*>,
                                        gc_allocator<std::pair<const Object* const, GlobalCell*>>>;
