@@ -386,7 +386,7 @@ TEST_CASE("gc: an interpreter holds a few dozen roots, not one per name") {
   // The collector pushes every live uncollectable object before it marks, and past a quarter of
   // its first mark stack (4,096 entries) it marks serially and regrows the stack: in each of a
   // program's first collections, while a fresh interpreter held 4,600 of them (a root per global
-  // name, and two per builtin).
+  // name, and one or two per builtin).
   size_t before = uncollectableObjects();
   if (before > 100) {
     MESSAGE("skipped: other cases ran first (" << before << " uncollectable slots); CTest's unit/gc-roots runs it");
