@@ -310,7 +310,7 @@ void registerNumbers(Registry& r) {
     requireNumber(v, "number->string", 1);
     if (radix != 2 && radix != 8 && radix != 10 && radix != 16) throwError("error", "number->string: radix must be 2, 8, 10 or 16");
     return makeString(numberToString(v, radix));
-  }, "Z written in RADIX.");
+  }, "Z written in RADIX.", kPrimFreshString);
   r.def("string->number", "(string :optional (radix 10))", [](std::string s, int radix) {
     auto v = parseNumber(s, radix);
     return v ? *v : Value::f();

@@ -393,10 +393,10 @@ void registerStrings(Registry& r) {
           for (Value p = chars.list; isPair(p); p = cdr(p), i++) appendUtf8(out, charArg("string", i, car(p)));
           return makeString(out);
         },
-        "A new string made of the character arguments: (string #\\a #\\b) => \"ab\".");
+        "A new string made of the character arguments: (string #\\a #\\b) => \"ab\".", kPrimFreshString);
   r.def("string-length", "(string)",
         [](Value s) { return Value::fixnum(int64_t(charCount(stringArg("string-length", 0, s)))); },
-        "The number of characters in STRING.");
+        "The number of characters in STRING.", kPrimBorrowsArgs);
   r.def("string-ref", "(string k)",
         [](Value str, Value k) {
           String* s = stringArg("string-ref", 0, str);
@@ -406,7 +406,7 @@ void registerStrings(Registry& r) {
           if (s->isAscii()) return Value::character(static_cast<unsigned char>(s->data[i]));
           return Value::character(charAtByte(s, utf8Offset(s, i)));
         },
-        "Character K (counting from 0) of STRING.");
+        "Character K (counting from 0) of STRING.", kPrimBorrowsArgs);
   r.def("string-set!", "(string k char)",
         [](Value str, Value k, Value ch) {
           String* s = stringArg("string-set!", 0, str);
@@ -438,7 +438,7 @@ void registerStrings(Registry& r) {
           Slice sl = sliceArg("substring", 0, str, start, end);
           return makeString(sl.bytes());
         },
-        "A new string of the characters of STRING from START up to (not including) END.");
+        "A new string of the characters of STRING from START up to (not including) END.", kPrimBorrowsArgs | kPrimFreshString);
   // Raw: the parts are read where the caller left them, with no rest list made per call.
   r.defRaw("string-append", "(:rest strings)",
            [](Interp&, Value* argv, int argc, PrimitiveInfo*) {
@@ -447,12 +447,12 @@ void registerStrings(Registry& r) {
              checkResultBytes("string-append", bytes);
              return concatStrings(argv, size_t(argc));
            },
-           "A new string whose characters are those of the STRINGS in order.");
+           "A new string whose characters are those of the STRINGS in order.", kPrimBorrowsArgs | kPrimFreshString);
   r.def("string-copy", "(string :optional start end)",
         [](Value str, Value start, Value end) {
           return makeString(sliceArg("string-copy", 0, str, start, end).bytes());
         },
-        "A new string with the characters of STRING from START to END (default: all of it).");
+        "A new string with the characters of STRING from START to END (default: all of it).", kPrimBorrowsArgs | kPrimFreshString);
   r.def("string-copy!", "(to at from :optional start end)",
         [](Value to, Value at, Value from, Value start, Value end) {
           String* dst = stringArg("string-copy!", 0, to);
@@ -503,7 +503,7 @@ void registerStrings(Registry& r) {
           }
           return out;
         },
-        "A new list of the characters of STRING from START to END.");
+        "A new list of the characters of STRING from START to END.", kPrimBorrowsArgs);
   r.def("list->string", "(list)",
         [](Value list) {
           listArg("list->string", 0, list);
@@ -516,7 +516,7 @@ void registerStrings(Registry& r) {
           }
           return makeString(out);
         },
-        "A new string made of the characters in LIST.");
+        "A new string made of the characters in LIST.", kPrimFreshString);
   r.def("string->vector", "(string :optional start end)",
         [](Value str, Value start, Value end) {
           std::u32string cps = decode(sliceArg("string->vector", 0, str, start, end).bytes());
@@ -580,13 +580,13 @@ void registerStrings(Registry& r) {
   // ---- case ----
   r.def("string-upcase", "(string)",
         [](Value s) { return makeString(mapCase(stringArg("string-upcase", 0, s)->view(), unicode::appendUpper)); },
-        "STRING in upper case (full Unicode mapping: \"straße\" => \"STRASSE\").");
+        "STRING in upper case (full Unicode mapping: \"straße\" => \"STRASSE\").", kPrimBorrowsArgs | kPrimFreshString);
   r.def("string-downcase", "(string)",
         [](Value s) { return makeString(downcase(stringArg("string-downcase", 0, s)->view())); },
-        "STRING in lower case (full Unicode mapping, with Greek final sigma).");
+        "STRING in lower case (full Unicode mapping, with Greek final sigma).", kPrimBorrowsArgs | kPrimFreshString);
   r.def("string-foldcase", "(string)",
         [](Value s) { return makeString(mapCase(stringArg("string-foldcase", 0, s)->view(), unicode::appendFold)); },
-        "STRING case-folded (full Unicode folding), for case-insensitive comparison.");
+        "STRING case-folded (full Unicode folding), for case-insensitive comparison.", kPrimBorrowsArgs | kPrimFreshString);
 
   // ---- higher order ----
   r.def("string-map", "(proc string . strings)",

@@ -57,10 +57,10 @@ void registerSymbols(Registry& r) {
            kPrimBorrowsArgs);
   r.def("symbol->string", "(symbol)",
         [](Value s) { return makeString(symbolName(symbolArg("symbol->string", 0, s))); },
-        "The name of SYMBOL as a new string.");
+        "The name of SYMBOL as a new string.", kPrimFreshString);
   r.def("string->symbol", "(string)",
         [](Value s) { return internCollectable(data::stringArg("string->symbol", 0, s)->view()); },
-        "The symbol whose name is STRING, interned: equal names give eq? symbols.");
+        "The symbol whose name is STRING, interned: equal names give eq? symbols.", kPrimBorrowsArgs);
   r.def("symbol<?", "(sym1 sym2)",
         [](Value a, Value b) {
           return symbolName(symbolArg("symbol<?", 0, a)) < symbolName(symbolArg("symbol<?", 1, b));

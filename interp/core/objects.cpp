@@ -6,6 +6,7 @@
 #include "interp/core/error.hpp"
 #include <string>
 #include <gc/gc.h>
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -50,12 +51,42 @@ static void checkObjectLength(size_t n, const char* what) {
 // string-set! that outgrows it moves the text to a buffer of its own, as for any string.
 constexpr size_t kInlineStringBytes = 40;
 
+namespace {
+// Inline strings the evaluator found dead (freeDeadString), kept per thread by size for the next
+// string of that size, as CPython keeps free lists: taking one needs no lock (GC_FREE takes the
+// collector's), and its memory is likely still in the cache. The slots are an uncollectable,
+// scanned block, so a kept string stays allocated through collections.
+struct DeadStrings {
+  // Inline string objects are 25 to 64 bytes: three 16-byte size classes (32, 48, 64).
+  static constexpr size_t kClasses = 3, kDepth = 16;
+  Value* slots = nullptr;
+  uint8_t count[kClasses] = {};
+  ~DeadStrings() {
+    if (slots) gcFreeRoot(slots);
+  }
+  static size_t sizeClass(size_t objectBytes) { return (objectBytes + 15) / 16 - 2; }
+};
+thread_local DeadStrings tDeadStrings;
+}  // namespace
+
 static String* allocString(size_t bytes, size_t chars) {
   checkObjectLength(bytes, "string");
   checkAllocationBudget("a string", bytes);
   String* s;
   if (bytes + 1 <= kInlineStringBytes) {
-    s = allocObject<String>(Kind::String, sizeof(String) + bytes + 1);
+    DeadStrings& dead = tDeadStrings;
+    size_t c = DeadStrings::sizeClass(sizeof(String) + bytes + 1);
+    if (dead.count[c]) {
+      Value& slot = dead.slots[c * DeadStrings::kDepth + --dead.count[c]];
+      s = slot.as<String>();
+      slot = Value();
+      s->kind = Kind::String;
+      s->flags = 0;
+      s->small = 0;
+      s->extra = 0;
+    } else {
+      s = allocObject<String>(Kind::String, sizeof(String) + bytes + 1);
+    }
     s->data = reinterpret_cast<char*>(s + 1);
   } else {
     s = allocObject<String>(Kind::String);
@@ -66,6 +97,25 @@ static String* allocString(size_t bytes, size_t chars) {
   s->extra = uint32_t(bytes);
   s->charCount = uint32_t(chars);
   return s;
+}
+
+void freeDeadString(Value v) {
+  auto* s = v.as<String>();
+  if (s->data == reinterpret_cast<char*>(s + 1)) {
+    DeadStrings& dead = tDeadStrings;
+    size_t c = DeadStrings::sizeClass(sizeof(String) + s->capacity);
+    if (dead.count[c] < DeadStrings::kDepth) {
+      if (!dead.slots) {
+        dead.slots = static_cast<Value*>(gcAllocRoot(sizeof(Value) * DeadStrings::kClasses * DeadStrings::kDepth));
+        std::fill(dead.slots, dead.slots + DeadStrings::kClasses * DeadStrings::kDepth, Value());
+      }
+      dead.slots[c * DeadStrings::kDepth + dead.count[c]++] = v;
+      return;
+    }
+  } else {
+    GC_FREE(s->data);
+  }
+  GC_FREE(s);
 }
 
 static size_t countChars(std::string_view s) {

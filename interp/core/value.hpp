@@ -171,6 +171,7 @@ enum PrimitiveFlags : uint8_t {
   kPrimReturnsFresh = 1,          // result, when a tensor, is a new cell nobody else holds
   kPrimBorrowsArgs = 2,           // keeps no reference to its argument cells after returning
   kPrimUnboxedTensor = 4,         // returns at::Tensor; info->tensorInvoke gives it without a cell
+  kPrimFreshString = 8,           // returns a string this call made, which nobody else holds
 };
 
 struct CaseLambda : Object {      // extra = clause count
@@ -315,6 +316,10 @@ Value makeStringFill(size_t chars, uint32_t fill);
 // One new string holding the N strings' text in order (the caller checked that each is a
 // string): one allocation, and the character counts are added, not recounted.
 Value concatStrings(const Value* strings, size_t n);
+// Takes a dead string's memory back at once, for the next string of its size or for the
+// collector. Only for a string nobody can reach any more: the evaluator's temporaries (the result
+// of a kPrimFreshString builtin passed straight to one that keeps no reference to it).
+void freeDeadString(Value s);
 Value makeVector(size_t n, Value fill = Value::unspecified());
 Value makeBytevector(size_t n, uint8_t fill = 0);
 Value makeBox(Value v);

@@ -12,7 +12,8 @@
 // callable's first parameter is `Interp&`, it receives the interpreter and is not in the
 // signature. Flags that let the evaluator free temporaries early are derived from the types:
 // a callable that returns at::Tensor returns a fresh cell, and one that takes no `Value`
-// parameter cannot keep its argument cells.
+// parameter cannot keep its argument cells. What the types cannot show, def's last argument
+// states (kPrimFreshString, kPrimBorrowsArgs).
 #pragma once
 #include "interp/core/value.hpp"
 #include "interp/core/error.hpp"
@@ -333,8 +334,11 @@ class Registry {
  public:
   Registry(Interp& in, std::string_view family) : in_(in), family_(family) {}
 
+  // EXTRA_FLAGS states what the types cannot show: kPrimFreshString for a builtin that returns
+  // a string it made, kPrimBorrowsArgs for one that takes a Value and keeps no reference to it.
   template <class F>
-  void def(std::string_view name, std::string_view signature, F fn, std::string_view doc) {
+  void def(std::string_view name, std::string_view signature, F fn, std::string_view doc,
+           uint8_t extraFlags = 0) {
     using Traits = FnTraits<std::decay_t<F>>;
     using Args = typename Traits::Args;
     using R = typename Traits::Result;
@@ -342,7 +346,7 @@ class Registry {
         std::is_same_v<std::tuple_element_t<0, std::conditional_t<(std::tuple_size_v<Args> > 0), Args, std::tuple<int>>>, Interp&>;
     using Params = std::conditional_t<withInterp, typename DropFirst<std::conditional_t<withInterp, Args, std::tuple<int>>>::type, Args>;
     using Inv = Invoker<std::decay_t<F>, withInterp, R, Params>;
-    uint8_t flags = 0;
+    uint8_t flags = extraFlags;
     if (!Inv::keepsValues) flags |= kPrimBorrowsArgs;
     constexpr bool returnsTensor = std::is_same_v<std::decay_t<R>, at::Tensor>;
     if constexpr (returnsTensor) flags |= kPrimReturnsFresh | kPrimUnboxedTensor;

@@ -390,6 +390,16 @@ inline void releaseFreshArguments(Value* argv, uint32_t argc, uint32_t fresh, Va
     if (argBit(fresh, i) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
 }
 
+// After a builtin that keeps none of its arguments returned `result`: the strings that calls of
+// kPrimFreshString builtins made for it (bits of `fresh`) are garbage now, unless returned, and
+// their memory is taken back at once. `(string->symbol (string-append "k" (number->string i)))`
+// otherwise leaves two strings per call for the next collection to find: the heap fills faster,
+// and each collection marks every live object again. Reference counting frees them here too.
+inline void freeDeadStrings(Value* argv, uint32_t argc, uint32_t fresh, Value result) {
+  for (uint32_t i = 0; fresh && i < argc; i++)
+    if (argBit(fresh, i) && argv[i] != result && argv[i].is(Kind::String)) freeDeadString(argv[i]);
+}
+
 // An argument that is a call of a builtin returning a new cell (kPrimReturnsFresh).
 inline bool isFreshPrimitiveCall(Node* n) {
   if (n->op() != Op::App) return false;
@@ -566,7 +576,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   Value argvBuf[kInlineSlots];
   Value* argv = argc <= kInlineSlots ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
   ScratchTensors scratch;
-  uint32_t fresh = 0, scratchMask = 0;
+  uint32_t fresh = 0, freshStrings = 0, scratchMask = 0;
   bool track = (p->flags & kPrimBorrowsArgs) && app->appArgMask;
   for (uint32_t i = 0; i < argc; i++) {
     Node* a = app->args[i];
@@ -584,6 +594,11 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
           fresh |= 1u << i;
           continue;
         }
+        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimFreshString)) {
+          argv[i] = primitiveApp<false>(in, inner, g, env);
+          freshStrings |= 1u << i;
+          continue;
+        }
       }
     }
     argv[i] = evalSimple(in, a, env);
@@ -591,7 +606,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   if constexpr (!Unboxed) {
     // Not with cells that die with this call (scratch) or are released after it (fresh).
     Value quick;
-    if (p->small && !(fresh | scratchMask)) {
+    if (p->small && !(fresh | freshStrings | scratchMask)) {
       auto op = InlineBuiltin(p->small);
       if (op > InlineBuiltin::NumEq) in.poll();   // as applyInline
       if (inlinePrimitive(op, argc, argv, &quick)) return quick;
@@ -618,10 +633,12 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
     if (in.limits.maxTensorBytes > 0) checkTensorBudget(result);
     if (recordingTensorOrigins()) noteUnboxedTensorSite(app, result);
     releaseFreshArguments(argv, argc, fresh, Value::unspecified());
+    if (freshStrings) freeDeadStrings(argv, argc, freshStrings, Value::unspecified());
     return result;
   } else {
     Value result = p->fn(in, argv, int(argc), p->info);
     releaseFreshArguments(argv, argc, fresh, result);
+    if (freshStrings) freeDeadStrings(argv, argc, freshStrings, result);
     return result;
   }
 }
