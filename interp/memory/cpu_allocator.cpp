@@ -1,5 +1,5 @@
 // LibTorch's CPU allocator for Purple: large buffers are mmapped and, when freed, kept in a
-// small cache of same-size blocks for the next allocation.
+// cache of same-size blocks for the next allocation.
 //
 // Why: the evaluator runs on its own thread, whose glibc arena returns large freed chunks to the
 // OS unpredictably; a loop over 4 MB temporaries peaked anywhere between 310 and 590 MB. Pinning
@@ -19,6 +19,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
 #include <malloc.h>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -36,7 +37,13 @@ namespace {
 // (a 1,000-step loop of two LSTM cells: peak 2.17 GB against python3-torch's 1.45 GB); served
 // here, the same run peaked at 1.36 GB (issue 30).
 constexpr size_t kLargeBlock = size_t(128) << 10;
-constexpr size_t kCacheCapacity = size_t(64) << 20;  // bytes of freed blocks kept for reuse
+// Freed blocks are kept while the blocks in use and those kept stay within the most the program
+// has had in use at once (its peak), and at least this much. A closure loop (LBFGS over an
+// LSTM, PyTorch's time_sequence_prediction example) frees a whole graph's buffers, about 900 MB,
+// after each evaluation and asks for the same ones again. With a fixed 64 MB cache, the rest were
+// unmapped and faulted in again: 1.48 million page faults against python3-torch's 321,000, whose
+// glibc heap keeps them. Bounded by the peak instead: 308,000 faults, and the same peak RSS.
+constexpr size_t kCacheFloor = size_t(64) << 20;
 // Larger blocks are unmapped when freed, as glibc does past its largest mmap threshold (32 MB),
 // which is what python3-torch's buffers get. Keeping one made a peak: the test pass of the mnist
 // example (batches of 1,000) held the last batch's 37 MB max-pool output idle in the cache while
@@ -54,12 +61,15 @@ class CachingCpuAllocator final : public c10::Allocator {
     void* base = takeCached(mapped);
     if (!base) {
       if (firstAskedFor(mapped)) evictAll();
+      else evictToFit(mapped);
       // Page-aligned, so 64-byte aligned as LibTorch wants. Data and context are the same
       // pointer, as raw_allocate requires; the block's size is kept in sizes_.
       base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (base == MAP_FAILED) throw std::bad_alloc();
       std::lock_guard<std::mutex> g(lock_);
       sizes_[base] = mapped;
+      live_ += mapped;
+      if (live_ > peak_) peak_ = live_;
     }
     reportToProfiler(base, int64_t(mapped));
     return {base, base, &release, c10::Device(c10::DeviceType::CPU)};
@@ -107,6 +117,33 @@ class CachingCpuAllocator final : public c10::Allocator {
     for (auto& v : victims) munmap(v.first, v.second);
   }
 
+  // A miss for a size seen before: unmaps cached blocks (the largest sizes first) until the
+  // blocks in use, those kept and the new one fit under the peak, so the cache never takes the
+  // process past what it has already needed.
+  void evictToFit(size_t mapped) const {
+    std::vector<std::pair<void*, size_t>> victims;
+    {
+      std::lock_guard<std::mutex> g(lock_);
+      size_t bound = std::max(peak_, live_ + mapped + kCacheFloor);
+      if (live_ + cached_ + mapped <= bound) return;
+      std::vector<size_t> sizes;
+      for (auto& [size, blocks] : free_)
+        if (!blocks.empty()) sizes.push_back(size);
+      std::sort(sizes.rbegin(), sizes.rend());
+      for (size_t size : sizes) {
+        auto& blocks = free_[size];
+        while (!blocks.empty() && live_ + cached_ + mapped > bound) {
+          void* p = blocks.front();   // the oldest: its pages are the coldest
+          blocks.erase(blocks.begin());
+          sizes_.erase(p);
+          cached_ -= size;
+          victims.emplace_back(p, size);
+        }
+      }
+    }
+    for (auto& v : victims) munmap(v.first, v.second);
+  }
+
   bool firstAskedFor(size_t mapped) const {
     std::lock_guard<std::mutex> g(lock_);
     return seen_.insert(mapped).second;
@@ -119,6 +156,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     void* p = it->second.back();   // the most recently freed: its pages are the warmest
     it->second.pop_back();
     cached_ -= mapped;
+    live_ += mapped;
     return p;
   }
 
@@ -135,7 +173,8 @@ class CachingCpuAllocator final : public c10::Allocator {
       }
       mapped = it->second;
       reportToProfiler(base, -int64_t(mapped));
-      if (mapped <= kLargestCached && self->cached_ + mapped <= kCacheCapacity) {
+      self->live_ -= mapped;
+      if (mapped <= kLargestCached && self->live_ + self->cached_ + mapped <= std::max(self->peak_, self->live_ + kCacheFloor)) {
         self->free_[mapped].push_back(base);
         self->cached_ += mapped;
         return;
@@ -150,6 +189,8 @@ class CachingCpuAllocator final : public c10::Allocator {
   mutable std::unordered_map<size_t, std::vector<void*>> free_;   // cached blocks by size, oldest first
   mutable std::unordered_map<void*, size_t> sizes_;   // every live or cached block
   mutable size_t cached_ = 0;
+  mutable size_t live_ = 0;    // bytes of large blocks handed out and not yet freed
+  mutable size_t peak_ = 0;    // the most live_ has been
   mutable std::unordered_set<size_t> seen_;   // every block size asked for so far
 };
 
