@@ -42,7 +42,7 @@ constexpr size_t kLargeBlock = size_t(128) << 10;
 // LSTM, PyTorch's time_sequence_prediction example) frees a whole graph's buffers, about 900 MB,
 // after each evaluation and asks for the same ones again. With a fixed 64 MB cache, the rest were
 // unmapped and faulted in again: 1.48 million page faults against python3-torch's 321,000, whose
-// glibc heap keeps them. Bounded by the peak instead: 308,000 faults, and the same peak RSS.
+// glibc heap keeps them. Bounded by the peak instead: 314,000 faults, and the same peak RSS.
 constexpr size_t kCacheFloor = size_t(64) << 20;
 // Larger blocks are unmapped when freed, as glibc does past its largest mmap threshold (32 MB),
 // which is what python3-torch's buffers get. Keeping one made a peak: the test pass of the mnist
