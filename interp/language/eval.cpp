@@ -584,19 +584,15 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
       auto* inner = static_cast<AppNode*>(a);
       if (inner->fn->op() == Op::Global) {
         Value g = static_cast<GlobalNode*>(inner->fn)->cell->value;
-        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimUnboxedTensor) && scratch.hasRoom()) {
+        uint8_t gFlags = g.is(Kind::Primitive) ? g.obj()->flags : 0;
+        if ((gFlags & kPrimUnboxedTensor) && scratch.hasRoom()) {
           argv[i] = scratch.hold(primitiveApp<true>(in, inner, g, env));
           scratchMask |= 1u << i;
           continue;
         }
-        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) {
+        if (gFlags & (kPrimReturnsFresh | kPrimFreshString)) {
           argv[i] = primitiveApp<false>(in, inner, g, env);
-          fresh |= 1u << i;
-          continue;
-        }
-        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimFreshString)) {
-          argv[i] = primitiveApp<false>(in, inner, g, env);
-          freshStrings |= 1u << i;
+          (gFlags & kPrimReturnsFresh ? fresh : freshStrings) |= 1u << i;
           continue;
         }
       }

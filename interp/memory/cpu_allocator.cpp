@@ -5,7 +5,8 @@
 // OS unpredictably; a loop over 4 MB temporaries peaked anywhere between 310 and 590 MB. Pinning
 // malloc's mmap threshold bounds RSS (177 MB) but then every 4 MB buffer is fresh pages: 9 s of
 // page faults in 3,000 iterations. Reusing same-size blocks gives both: training loops allocate
-// the same shapes every step, so the cache hits, and what is not reused is unmapped at once.
+// the same shapes every step, so the cache hits. What is kept is bounded by the most the program
+// has had in use at once (kCacheFloor below), so the cache never raises the peak.
 //
 // Below 128 KB (kLargeBlock), glibc's malloc serves LibTorch. Its defaults move the mmap threshold at run time
 // and give memory back at every free that leaves 2x that threshold free at the heap's top, so a
@@ -132,13 +133,13 @@ class CachingCpuAllocator final : public c10::Allocator {
       std::sort(sizes.rbegin(), sizes.rend());
       for (size_t size : sizes) {
         auto& blocks = free_[size];
-        while (!blocks.empty() && live_ + cached_ + mapped > bound) {
-          void* p = blocks.front();   // the oldest: its pages are the coldest
-          blocks.erase(blocks.begin());
-          sizes_.erase(p);
+        size_t n = 0;   // the oldest first: their pages are the coldest
+        for (; n < blocks.size() && live_ + cached_ + mapped > bound; n++) {
+          sizes_.erase(blocks[n]);
           cached_ -= size;
-          victims.emplace_back(p, size);
+          victims.emplace_back(blocks[n], size);
         }
+        blocks.erase(blocks.begin(), blocks.begin() + std::ptrdiff_t(n));
       }
     }
     for (auto& v : victims) munmap(v.first, v.second);
