@@ -584,15 +584,19 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
       auto* inner = static_cast<AppNode*>(a);
       if (inner->fn->op() == Op::Global) {
         Value g = static_cast<GlobalNode*>(inner->fn)->cell->value;
-        uint8_t gFlags = g.is(Kind::Primitive) ? g.obj()->flags : 0;
-        if ((gFlags & kPrimUnboxedTensor) && scratch.hasRoom()) {
+        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimUnboxedTensor) && scratch.hasRoom()) {
           argv[i] = scratch.hold(primitiveApp<true>(in, inner, g, env));
           scratchMask |= 1u << i;
           continue;
         }
-        if (gFlags & (kPrimReturnsFresh | kPrimFreshString)) {
+        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) {
           argv[i] = primitiveApp<false>(in, inner, g, env);
-          (gFlags & kPrimReturnsFresh ? fresh : freshStrings) |= 1u << i;
+          fresh |= 1u << i;
+          continue;
+        }
+        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimFreshString)) {
+          argv[i] = primitiveApp<false>(in, inner, g, env);
+          freshStrings |= 1u << i;
           continue;
         }
       }
