@@ -162,7 +162,9 @@ void registerSystem(Registry& r) {
   }, "The current resident memory of this process, in bytes (Linux).");
   sandboxAllowed(r, "process-rss", "the process: its memory",
                "reads a number; changes nothing");
-  r.def("gc", "()", []() { gcCollectNow(); }, "Runs a full collection and the finalizers it makes ready.");
+  r.def("gc", "()", []() { gcCollectFully(); },
+        "Runs full collections and the finalizers they make ready, until one leaves none to run: "
+        "what a finalizer releases (a module's parameters) is freed by the next.");
   sandboxAllowed(r, "gc", "the process: a full collection of the shared heap",
                "costs time only; maxSeconds and maxSteps still bound the script");
   r.def("gc-stats", "()", []() {

@@ -12,7 +12,6 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
-#include <alloca.h>
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -144,36 +143,11 @@ int runOnLargeStack(const std::function<int()>& body, std::size_t bytes) {
   return job.result;
 }
 
-namespace {
-// Zeroes the stack memory just below the caller's frame, which the collection's own frames are
-// about to reuse. Deeper calls made earlier (the last evaluation, the interpreter's destructor)
-// left pointers there; a collector frame that does not overwrite its slots would have them
-// scanned as live, and a dead tensor would survive the census: the exit check of
-// purple/resume failed about once in 50 runs so, with nothing in the heap, the live stack or
-// the static data pointing at what it kept. Bounded by 64 KB and by the thread's stack limit.
-__attribute__((noinline)) void clearStackBelowCaller() {
-  char* here = static_cast<char*>(__builtin_frame_address(0));
-  char* limit = currentThreadStackLimit();
-  size_t bytes = here > limit ? std::min<size_t>(64 * 1024, size_t(here - limit) / 2) : 0;
-  if (bytes == 0) return;
-  char* stale = static_cast<char*>(alloca(bytes));
-  explicit_bzero(stale, bytes);
-}
-}  // namespace
-
 TensorCensus collectGarbage() {
   gcInit();
   bool entered = detail::enterThread();
-  clearStackBelowCaller();
-  // A finalizer can release what its object held (a host object's Roots, a module's tensors), and
-  // what it released is free only at the next collection, so a chain of such objects takes one
-  // collection per link. Collect until a collection leaves no finalizer to run.
   TensorCensus census;
-  constexpr int kMaxCollections = 64;
-  while (census.collections < kMaxCollections) {
-    census.collections++;
-    if (gcCollectAndFinalize() == 0) break;
-  }
+  census.collections = gcCollectFully();
   TensorMemoryStats stats = tensorMemoryStats();
   detail::leaveThread(entered);
   census.liveTensors = stats.liveTensors;

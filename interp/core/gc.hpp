@@ -9,6 +9,11 @@ namespace purple {
 void gcInit();                          // idempotent; every Interp calls it
 void gcCollectNow();                    // full collection, then pending finalizers
 int gcCollectAndFinalize();             // the same; returns how many finalizers ran
+// What `(gc)` and the embedding API's census do: clears the dead stack below the caller, then
+// collects until a collection leaves no finalizer to run (at most 64); returns how many it ran.
+// A finalizer can release what its object held (a module's parameters, a host object's roots),
+// and that is free only at the next collection, so one collection leaves a chain half alive.
+int gcCollectFully();
 bool gcFinalizersPending();             // cheap flag, polled at safe points
 void gcRunFinalizers();
 void gcRegisterFinalizer(void* obj, void (*fn)(void* obj, void* data), void* data);
