@@ -21,28 +21,39 @@ namespace {
 // one-word uncollectable, scanned block, so the pairs not handed out yet stay allocated through
 // a collection (the collector would otherwise take them back and give them out twice). Those
 // pairs come cleared but for their first word, the link, which the header overwrites.
-struct PairReserve {
-  void** list = nullptr;
-  ~PairReserve() {
-    if (list) gcFreeRoot(list);
+//
+// The list's root is a plain thread_local (no guard to test on each cons); the owner below, made
+// on the first refill, frees it when the thread ends.
+thread_local void** tPairList = nullptr;
+struct PairListOwner {
+  bool armed = false;
+  ~PairListOwner() {
+    if (tPairList) gcFreeRoot(tPairList);
+    tPairList = nullptr;
   }
 };
-thread_local PairReserve tPairReserve;
+thread_local PairListOwner tPairListOwner;
 
-__attribute__((noinline)) void* refillPairs(PairReserve& reserve) {
-  if (!reserve.list) reserve.list = static_cast<void**>(gcAllocRoot(sizeof(void*)));
+__attribute__((noinline)) void* refillPairs() {
+  if (!tPairList) {
+    tPairListOwner.armed = true;   // constructs it, so that its destructor runs at the thread's end
+    tPairList = static_cast<void**>(gcAllocRoot(sizeof(void*)));
+  }
   void* batch = GC_malloc_many(sizeof(Pair));
   if (!batch) throw std::bad_alloc();
-  *reserve.list = GC_NEXT(batch);
+  *tPairList = GC_NEXT(batch);
   return batch;
 }
 }  // namespace
 
 Value cons(Value a, Value d) {
-  PairReserve& reserve = tPairReserve;
-  void* memory = reserve.list ? *reserve.list : nullptr;
-  if (memory) *reserve.list = GC_NEXT(memory);
-  else memory = refillPairs(reserve);
+  void** list = tPairList;
+  void* memory = list ? *list : nullptr;
+  if (memory) {
+    *list = GC_NEXT(memory);
+  } else {
+    memory = refillPairs();
+  }
   auto* p = static_cast<Pair*>(memory);
   p->kind = Kind::Pair;
   p->flags = 0;
