@@ -14,47 +14,56 @@
 namespace purple {
 
 namespace {
-// Pairs are most of what list code allocates, so each thread takes them from the collector a
-// block's worth at a time (GC_malloc_many: one call and one lock for a hundred pairs) and hands
-// them out from its own list: a load and a store per cons, where GC_MALLOC's path went through
-// the collector's thread-local lookup, size class and kind on each. The list hangs from a
-// one-word uncollectable, scanned block, so the pairs not handed out yet stay allocated through
-// a collection (the collector would otherwise take them back and give them out twice). Those
-// pairs come cleared but for their first word, the link, which the header overwrites.
+// Pairs and flonums are most of what list and arithmetic code allocates, so each thread takes
+// them from the collector a block's worth at a time (GC_malloc_many: one call and one lock for a
+// hundred objects) and hands them out from its own list: a load and a store each, where
+// GC_MALLOC's path went through the collector's thread-local lookup, size class and kind every
+// time. Both fit one 32-byte size class (a pair's 24 bytes and a flonum's 16, with the byte the
+// collector adds for interior pointers), so one list serves both.
 //
-// The list's root is a plain thread_local (no guard to test on each cons); the owner below, made
-// on the first refill, frees it when the thread ends.
-thread_local void** tPairList = nullptr;
-struct PairListOwner {
+// The list hangs from a one-word uncollectable, scanned block, so the objects not handed out yet
+// stay allocated through a collection (the collector would otherwise take them back and give
+// them out twice). For that the list's objects must be scanned, so flonums are no longer
+// pointer-free: a double is read as a pointer only if its bits are an address in the heap, which
+// as a number is a subnormal below 1e-300. The objects come cleared but for their first word,
+// the link, which the header overwrites.
+//
+// The list's root is a plain thread_local (no guard to test on each allocation); the owner below,
+// made on the first refill, frees it when the thread ends.
+thread_local void** tSmallList = nullptr;
+struct SmallListOwner {
   bool armed = false;
-  ~PairListOwner() {
-    if (tPairList) gcFreeRoot(tPairList);
-    tPairList = nullptr;
+  ~SmallListOwner() {
+    if (tSmallList) gcFreeRoot(tSmallList);
+    tSmallList = nullptr;
   }
 };
-thread_local PairListOwner tPairListOwner;
+thread_local SmallListOwner tSmallListOwner;
+constexpr size_t kSmallBytes = sizeof(Pair);
+static_assert(sizeof(Flonum) <= kSmallBytes, "a flonum fits the pairs' size class");
 
-__attribute__((noinline)) void* refillPairs() {
-  if (!tPairList) {
-    tPairListOwner.armed = true;   // constructs it, so that its destructor runs at the thread's end
-    tPairList = static_cast<void**>(gcAllocRoot(sizeof(void*)));
+__attribute__((noinline)) void* refillSmall() {
+  if (!tSmallList) {
+    tSmallListOwner.armed = true;   // constructs it, so that its destructor runs at the thread's end
+    tSmallList = static_cast<void**>(gcAllocRoot(sizeof(void*)));
   }
-  void* batch = GC_malloc_many(sizeof(Pair));
+  void* batch = GC_malloc_many(kSmallBytes);
   if (!batch) throw std::bad_alloc();
-  *tPairList = GC_NEXT(batch);
+  *tSmallList = GC_NEXT(batch);
   return batch;
+}
+
+inline void* allocSmall() {
+  void** list = tSmallList;
+  void* memory = list ? *list : nullptr;
+  if (!memory) return refillSmall();
+  *list = GC_NEXT(memory);
+  return memory;
 }
 }  // namespace
 
 Value cons(Value a, Value d) {
-  void** list = tPairList;
-  void* memory = list ? *list : nullptr;
-  if (memory) {
-    *list = GC_NEXT(memory);
-  } else {
-    memory = refillPairs();
-  }
-  auto* p = static_cast<Pair*>(memory);
+  auto* p = static_cast<Pair*>(allocSmall());
   p->kind = Kind::Pair;
   p->flags = 0;
   p->small = 0;
@@ -65,8 +74,7 @@ Value cons(Value a, Value d) {
 }
 
 Value makeFlonum(double d) {
-  auto* f = static_cast<Flonum*>(GC_MALLOC_ATOMIC(sizeof(Flonum)));
-  if (!f) throw std::bad_alloc();
+  auto* f = static_cast<Flonum*>(allocSmall());
   f->kind = Kind::Flonum;
   f->flags = 0;
   f->small = 0;
