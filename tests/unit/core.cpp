@@ -8,6 +8,7 @@
 #include "tests/unit/big_stack.hpp"
 #include <gc/gc.h>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/unit/doctest_after_torch.hpp"
@@ -149,6 +150,38 @@ TEST_CASE("GC glue: values held by the interpreter survive collections") {
   Root root(in.evalString("(list 1 2 3)"));
   for (int i = 0; i < 3; i++) gcCollectNow();
   CHECK(show(root.get()) == "(1 2 3)");
+}
+
+// cons and makeFlonum take their objects from a per-thread list (objects.cpp): with threads
+// consing at once, collections in between and threads ending, no object may be handed out twice
+// nor reclaimed while still on a list, or one list's values would show up in another's.
+TEST_CASE("GC glue: pairs and flonums made on several threads at once stay their own") {
+  constexpr int kThreads = 4, kRounds = 30, kLength = 5000;
+  std::vector<int> bad(kThreads, 0);
+  auto work = [&](int id) {
+    for (int round = 0; round < kRounds; round++) {
+      Value kept = Value::nil();
+      for (int i = 0; i < kLength; i++) {
+        kept = cons(makeFlonum(id * 1e6 + i + 0.5), kept);
+        if (i % 7 == 0) cons(makeFlonum(-1.0), Value::nil());   // garbage between the kept objects
+      }
+      if (round % 10 == id % 10) gcCollectNow();
+      int i = kLength;
+      for (Value p = kept; isPair(p); p = cdr(p))
+        if (flonumValue(car(p)) != id * 1e6 + --i + 0.5) bad[size_t(id)]++;
+      if (i != 0) bad[size_t(id)]++;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int id = 1; id < kThreads; id++)
+    threads.emplace_back([&work, id] {
+      gcRegisterCurrentThread();
+      work(id);
+      gcUnregisterCurrentThread();
+    });
+  work(0);
+  for (auto& t : threads) t.join();
+  for (int id = 0; id < kThreads; id++) CHECK(bad[size_t(id)] == 0);
 }
 
 TEST_CASE("GC glue: dead tensors are finalized and their bytes uncounted") {
