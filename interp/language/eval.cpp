@@ -49,26 +49,6 @@ namespace {
   throwRecursionError(in);
 }
 
-// A primitive's own call record, above the activation that calls it, for the length of the
-// call: a builtin never overwrites the record of the closure calling it, so a backtrace shows
-// both (`in car at ...`, then `in inner at ...`).
-class PrimitiveFrame {
- public:
-  PrimitiveFrame(Interp& in, AppNode* app, Value fn) : in_(in) {
-    if (++in.depth > in.limits.maxDepth) recursionTooDeep(in);
-    Interp::CallRecord& r = in.callStack[in.depth];
-    r.node = app;
-    r.proc = fn;
-    r.userCall = nullptr;
-  }
-  ~PrimitiveFrame() { in_.depth--; }
-  PrimitiveFrame(const PrimitiveFrame&) = delete;
-  PrimitiveFrame& operator=(const PrimitiveFrame&) = delete;
-
- private:
-  Interp& in_;
-};
-
 // The record of the closure call `app` made by the activation owning `rec`.
 inline void recordClosureCall(Interp::CallRecord* rec, AppNode* app, Value fn) {
   rec->node = app;
@@ -114,11 +94,6 @@ inline Frame* frameForOutsideCall(Value proc, char* store) {
   f->extra = l->frameSize;
   f->parent = parent;
   return f;
-}
-
-inline Frame* frameAt(Frame* env, uint32_t depth) {
-  while (depth--) env = env->parent;
-  return env;
 }
 
 // Tensor arguments made by nested primitive calls, held in cells on the C++ stack for the
@@ -378,18 +353,6 @@ __attribute__((always_inline)) inline Value inlineArithmeticApp(Interp& in, AppN
 }
 
 
-// Bit i of a 32-bit argument mask. Calls can have more than 32 arguments; the analyzer marks
-// only the first 32, and shifting by 32 or more is undefined (x86 shifts by i mod 32, which
-// would read another argument's bit: a fuzz input with a 33-argument call found it).
-inline bool argBit(uint32_t mask, uint32_t i) { return i < 32 && ((mask >> i) & 1); }
-
-// After a builtin that keeps none of its arguments returned `result`: the tensors that calls
-// of fresh-returning builtins made for it (bits of `fresh`) are dead, unless returned.
-inline void releaseFreshArguments(Value* argv, uint32_t argc, uint32_t fresh, Value result) {
-  for (uint32_t i = 0; fresh && i < argc; i++)
-    if (argBit(fresh, i) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
-}
-
 // After a builtin that keeps none of its arguments returned `result`: the strings that calls of
 // kPrimFreshString builtins made for it (bits of `fresh`) are garbage now, unless returned, and
 // their memory is taken back at once. `(string->symbol (string-append "k" (number->string i)))`
@@ -398,28 +361,6 @@ inline void releaseFreshArguments(Value* argv, uint32_t argc, uint32_t fresh, Va
 inline void freeDeadStrings(Value* argv, uint32_t argc, uint32_t fresh, Value result) {
   for (uint32_t i = 0; fresh && i < argc; i++)
     if (argBit(fresh, i) && argv[i] != result && argv[i].is(Kind::String)) freeDeadString(argv[i]);
-}
-
-// An argument that is a call of a builtin returning a new cell (kPrimReturnsFresh).
-inline bool isFreshPrimitiveCall(Node* n) {
-  if (n->op() != Op::App) return false;
-  Node* fn = static_cast<AppNode*>(n)->fn;
-  if (fn->op() != Op::Global) return false;
-  Value g = static_cast<GlobalNode*>(fn)->cell->value;
-  return g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh);
-}
-
-// `(conv2 (tensor-relu (conv1 x)))`: a module call whose arguments include calls of
-// fresh-returning builtins; when the module keeps no argument cell (borrowing_calls.hpp), those
-// tensors are released as soon as it returns, as for a builtin.
-__attribute__((noinline)) Value callModuleReleasingArguments(Interp& in, AppNode* app, Value fn, Value* argv,
-                                                             uint32_t argc) {
-  uint32_t fresh = 0;
-  for (uint32_t i = 0; i < argc && i < 32; i++)
-    if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
-  Value result = in.apply(shareValue(fn), argv, int(argc));
-  if (fresh && moduleCallBorrowsArguments(fn)) releaseFreshArguments(argv, argc, fresh, result);
-  return result;
 }
 
 // `(+ (fib (- n 1)) (fib (- n 2)))`, `(null? (cdr l))`: an inline builtin whose arguments are
@@ -600,6 +541,12 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
           continue;
         }
       }
+      if (Value m; moduleCallee(inner->fn, env, &m)) {   // `(tensor-relu (conv1 x))`
+        bool moduleFresh;
+        argv[i] = evalModuleCallArgument(in, inner, m, env, &moduleFresh);
+        if (moduleFresh) fresh |= 1u << i;
+        continue;
+      }
     }
     argv[i] = evalSimple(in, a, env);
   }
@@ -614,8 +561,14 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   }
   PrimitiveFrame frame(in, app, fn);
   in.poll();
-  if (scratchMask == 1 && argc == 1 && p->info->inPlace && canOverwriteTemporary(tensorOf(argv[0]))) {
-    at::Tensor& t = tensorOf(argv[0]);
+  // `(tensor-relu (conv1 x))` on a temporary nobody else holds: in place, as the builtin's
+  // in-place twin (relu_), into the temporary's own cell where it has one.
+  if ((scratchMask | fresh) == 1 && argc == 1 && p->info->inPlace && canOverwriteTemporary(tensorOf(argv[0]))) {
+    at::Tensor t = std::move(tensorOf(argv[0]));
+    if (fresh) {   // the cell gives its tensor back: reset, uncharged; it is rewrapped below
+      tensorOf(argv[0]) = t;
+      releaseTensor(argv[0]);
+    }
     try {
       p->info->inPlace(t);
     } catch (...) {
@@ -623,7 +576,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
     }
     if constexpr (Unboxed) {
       if (recordingTensorOrigins()) noteUnboxedTensorSite(app, t);
-      return std::move(t);
+      return t;
     } else {
       return wrapTensor(std::move(t));
     }

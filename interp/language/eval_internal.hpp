@@ -7,6 +7,7 @@
 #include "interp/core/interp.hpp"
 #include "interp/core/value.hpp"
 #include "interp/language/node.hpp"
+#include "interp/memory/tensor_value.hpp"
 
 namespace purple {
 
@@ -20,6 +21,61 @@ Value evalCompound(Interp& in, Node* n, Frame* env);
 Value callInlineBuiltin(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc);
 // Fills the frame F of a call to closure PROC in the general case (closure_args.cpp).
 void bindGeneralArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc);
+
+// Bit i of a 32-bit argument mask. Calls can have more than 32 arguments; the analyzer marks
+// only the first 32, and shifting by 32 or more is undefined (x86 shifts by i mod 32, which
+// would read another argument's bit: a fuzz input with a 33-argument call found it).
+inline bool argBit(uint32_t mask, uint32_t i) { return i < 32 && ((mask >> i) & 1); }
+
+// After a builtin that keeps none of its arguments returned `result`: the tensors that calls
+// of fresh-returning builtins made for it (bits of `fresh`) are dead, unless returned.
+inline void releaseFreshArguments(Value* argv, uint32_t argc, uint32_t fresh, Value result) {
+  for (uint32_t i = 0; fresh && i < argc; i++)
+    if (argBit(fresh, i) && argv[i] != result && isTensor(argv[i])) releaseTensor(argv[i]);
+}
+
+// A call's own record, above the activation that makes it, for the length of the call: a
+// builtin never overwrites the record of the closure calling it, so a backtrace shows both
+// (`in car at ...`, then `in inner at ...`). A module call made outside eval's loop
+// (borrowing_calls.cpp) is recorded as a user's call, as eval records it.
+class PrimitiveFrame {
+ public:
+  PrimitiveFrame(Interp& in, AppNode* app, Value fn, bool userCall = false) : in_(in) {
+    if (++in.depth > in.limits.maxDepth) {
+      in.depth--;
+      throwRecursionError(in);
+    }
+    Interp::CallRecord& r = in.callStack[in.depth];
+    r.node = app;
+    r.proc = fn;
+    r.userCall = nullptr;
+    if (userCall && !(app->flags & kAppInPrelude)) {
+      r.userCall = app;
+      r.userProc = fn;
+    }
+  }
+  ~PrimitiveFrame() { in_.depth--; }
+  PrimitiveFrame(const PrimitiveFrame&) = delete;
+  PrimitiveFrame& operator=(const PrimitiveFrame&) = delete;
+
+ private:
+  Interp& in_;
+};
+
+// The frame DEPTH levels out from ENV.
+inline Frame* frameAt(Frame* env, uint32_t depth) {
+  while (depth--) env = env->parent;
+  return env;
+}
+
+// True, with the module in *MODULE, when the operator FN of a call is a variable (global or
+// local) whose value is a module: `(conv1 x)` inside a define-module forward.
+bool moduleCallee(Node* fn, Frame* env, Value* module);
+// A call of a module that borrows its arguments, made for an argument of a builtin that keeps
+// none (borrowing_calls.cpp): its result, with *fresh set when no other cell or variable holds it.
+Value evalModuleCallArgument(Interp& in, AppNode* call, Value module, Frame* env, bool* fresh);
+// A module call whose arguments include calls of fresh-returning builtins (borrowing_calls.cpp).
+Value callModuleReleasingArguments(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc);
 
 // Arguments that need no new activation: constants, variables, and calls of primitives
 // (`(- n 1)`, `(< n 2)`), evaluated without entering `eval`. The leaves are inlined into every
