@@ -50,24 +50,6 @@ __attribute__((noinline)) Value callModuleReleasingArguments(Interp& in, AppNode
   return result;
 }
 
-bool moduleCallee(Node* fn, Frame* env, Value* module) {
-  Value v;
-  switch (fn->op()) {
-    case Op::Global: v = static_cast<GlobalNode*>(fn)->cell->value; break;
-    case Op::Local0: v = env->slots[static_cast<LocalNode*>(fn)->index]; break;
-    case Op::Local1: v = env->parent->slots[static_cast<LocalNode*>(fn)->index]; break;
-    case Op::LocalN: {
-      auto* n = static_cast<LocalNode*>(fn);
-      v = frameAt(env, n->depth)->slots[n->index];
-      break;
-    }
-    default: return false;
-  }
-  if (!v.is(Kind::Module)) return false;
-  *module = v;
-  return true;
-}
-
 Value evalModuleCallArgument(Interp& in, AppNode* call, Value module, Frame* env, bool* fresh) {
   *fresh = false;
   uint32_t argc = call->argc;

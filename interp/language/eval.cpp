@@ -561,13 +561,16 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   }
   PrimitiveFrame frame(in, app, fn);
   in.poll();
-  // `(tensor-relu (conv1 x))` on a temporary nobody else holds: in place, as the builtin's
-  // in-place twin (relu_), into the temporary's own cell where it has one.
+  // `(tensor-relu (conv1 x))` on a temporary nobody else holds (a scratch tensor, or a fresh
+  // cell, released here and its tensor given a new cell below): in place, as the builtin's
+  // in-place twin (relu_).
   if ((scratchMask | fresh) == 1 && argc == 1 && p->info->inPlace && canOverwriteTemporary(tensorOf(argv[0]))) {
-    at::Tensor t = std::move(tensorOf(argv[0]));
-    if (fresh) {   // the cell gives its tensor back: reset, uncharged; it is rewrapped below
-      tensorOf(argv[0]) = t;
-      releaseTensor(argv[0]);
+    at::Tensor t;
+    if (fresh) {
+      t = tensorOf(argv[0]);
+      releaseTensor(argv[0]);   // uncharged, as a scratch tensor never was
+    } else {
+      t = std::move(tensorOf(argv[0]));
     }
     try {
       p->info->inPlace(t);

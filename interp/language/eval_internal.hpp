@@ -70,7 +70,23 @@ inline Frame* frameAt(Frame* env, uint32_t depth) {
 
 // True, with the module in *MODULE, when the operator FN of a call is a variable (global or
 // local) whose value is a module: `(conv1 x)` inside a define-module forward.
-bool moduleCallee(Node* fn, Frame* env, Value* module);
+inline bool moduleCallee(Node* fn, Frame* env, Value* module) {
+  Value v;
+  switch (fn->op()) {
+    case Op::Global: v = static_cast<GlobalNode*>(fn)->cell->value; break;
+    case Op::Local0: v = env->slots[static_cast<LocalNode*>(fn)->index]; break;
+    case Op::Local1: v = env->parent->slots[static_cast<LocalNode*>(fn)->index]; break;
+    case Op::LocalN: {
+      auto* n = static_cast<LocalNode*>(fn);
+      v = frameAt(env, n->depth)->slots[n->index];
+      break;
+    }
+    default: return false;
+  }
+  if (!v.is(Kind::Module)) return false;
+  *module = v;
+  return true;
+}
 // A call of a module that borrows its arguments, made for an argument of a builtin that keeps
 // none (borrowing_calls.cpp): its result, with *fresh set when no other cell or variable holds it.
 Value evalModuleCallArgument(Interp& in, AppNode* call, Value module, Frame* env, bool* fresh);

@@ -125,7 +125,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     std::vector<std::pair<void*, size_t>> victims;
     {
       std::lock_guard<std::mutex> g(lock_);
-      size_t bound = std::max(peak_, live_ + mapped + kCacheFloor);
+      size_t bound = cacheBound(mapped);
       if (live_ + cached_ + mapped <= bound) return;
       std::vector<size_t> sizes;
       for (auto& [size, blocks] : free_)
@@ -144,6 +144,10 @@ class CachingCpuAllocator final : public c10::Allocator {
     }
     for (auto& v : victims) munmap(v.first, v.second);
   }
+
+  // What the blocks in use (INCOMING more of them about to be) and the cached ones may add up
+  // to: the peak in use, and at least kCacheFloor of cache. Under lock_.
+  size_t cacheBound(size_t incoming) const { return std::max(peak_, live_ + incoming + kCacheFloor); }
 
   bool firstAskedFor(size_t mapped) const {
     std::lock_guard<std::mutex> g(lock_);
@@ -175,7 +179,7 @@ class CachingCpuAllocator final : public c10::Allocator {
       mapped = it->second;
       reportToProfiler(base, -int64_t(mapped));
       self->live_ -= mapped;
-      if (mapped <= kLargestCached && self->live_ + self->cached_ + mapped <= std::max(self->peak_, self->live_ + kCacheFloor)) {
+      if (mapped <= kLargestCached && self->live_ + self->cached_ + mapped <= self->cacheBound(0)) {
         self->free_[mapped].push_back(base);
         self->cached_ += mapped;
         return;
