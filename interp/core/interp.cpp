@@ -222,13 +222,14 @@ Value Interp::evalForm(Value form, PositionTable* positions) {
   InterpScope scope(this);
   if (depth == 0) ensureStackLimit();
   uint32_t frameSize = 0;
-  Node* node = analyzeToplevel(*this, form, positions, &frameSize);
+  uint16_t ownable = 0;
+  Node* node = analyzeToplevel(*this, form, positions, &frameSize, &ownable);
   auto* f = static_cast<Frame*>(gcAlloc(sizeof(Frame) + frameSize * sizeof(Value)));
   f->kind = Kind::Frame;
   f->extra = frameSize;
   f->parent = nullptr;
   for (uint32_t i = 0; i < frameSize; i++) f->slots[i] = Value::unbound();
-  return eval(node, f);
+  return shareValue(evalOwning(node, f, ownable));
 }
 
 Value Interp::evalString(std::string_view text, std::string_view sourceName) {

@@ -85,7 +85,16 @@ class Interp {
   Value apply(Value proc, std::initializer_list<Value> args) {
     return apply(proc, args.begin(), int(args.size()));
   }
-  Value eval(Node* node, Frame* env);   // the tree walker (eval.cpp)
+  // The tree walker (eval.cpp). Its result may be a tensor cell in flight, which the code using
+  // it must own or mark shared (language/ownership.hpp); code outside the evaluator calls
+  // evalForm or apply, whose results are shared.
+  Value eval(Node* node, Frame* env);
+  // eval on a frame whose ownership passes to the walk: the cells its OWNABLE slots own die
+  // when the walk returns (apply's closure frames).
+  Value evalOwning(Node* node, Frame* env, uint16_t ownable);
+  // apply, for the evaluator and the few builtins that own what a call returns (fold,
+  // for-each): the result may be a cell in flight.
+  Value applyOwning(Value proc, const Value* argv, int argc);
 
   // ---- globals ----
   // Names resolve in the current namespace: the user's global environment, or, while a
@@ -163,6 +172,7 @@ class Interp {
   bool loadingPrelude = false;     // the analyzer marks calls it compiles meanwhile (kAppInPrelude)
 
   void safePoint();               // run finalizers / collect when tensor memory asks for it
+  Value evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t ownedOwnable);
   // Called first when this interpreter is destroyed: an optional library (the Python bridge)
   // drops what it holds for it.
   std::vector<std::function<void(Interp&)>> onDestroy;

@@ -62,6 +62,20 @@ inline void* allocSmall() {
 }
 }  // namespace
 
+void shareMarked(Value v) {
+  if (v.obj()->kind == Kind::Tensor) {
+    v.obj()->flags = 0;
+    return;
+  }
+  // A list's pairs from V on: the tensors they own become shared with them (the pairs before V,
+  // if V is a tail, keep what they own).
+  for (Value p = v; isPair(p) && (p.obj()->flags & (kListSoleOwner | kListPair)); p = cdr(p)) {
+    p.obj()->flags = 0;
+    Value x = car(p);
+    if (x.isObject() && x.obj()->kind == Kind::Tensor && x.obj()->flags == kTensorHeldByList) x.obj()->flags = 0;
+  }
+}
+
 Value cons(Value a, Value d) {
   auto* p = static_cast<Pair*>(allocSmall());
   p->kind = Kind::Pair;

@@ -128,16 +128,34 @@ struct MultipleValues : Object {  // extra = count (never 1)
   Value items[1];
 };
 
-// A tensor cell with this flag has been held by one variable only, since the evaluator stored a
-// fresh result there, and nothing has read it: `set!` may then free the old tensor at once and
-// reuse the cell (tensor_value.hpp, assignFreshTensor), as reference counting would. Every read
-// of a variable, in the evaluator or from C++, clears it first (shareValue).
+// Ownership marks (interp/language/ownership.hpp tells the whole story). A tensor cell marked
+// kTensorSoleOwner has one owner: a variable, or the evaluator while the cell is in flight from
+// the call that made it to the code that uses it; a variable that owns its cell frees it when it
+// dies or is overwritten, as reference counting would. A list may own tensors too: its first
+// pair marked kListSoleOwner, its other pairs kListPair, and the tensors it owns
+// kTensorHeldByList; it frees them when it dies. Every read that may keep a value marks it shared
+// first (shareValue): a tensor unmarked, a list unmarked with the tensors it owned. A shared
+// value waits for the collector.
 constexpr uint8_t kTensorSoleOwner = 1;
+constexpr uint8_t kTensorHeldByList = 2;
+constexpr uint8_t kListSoleOwner = 1;   // (on a pair)
+constexpr uint8_t kListPair = 4;        // (on a pair)
 inline bool isSoleOwnedTensor(Value v) {
   return v.isObject() && __builtin_expect(v.obj()->flags == kTensorSoleOwner, 0) && v.obj()->kind == Kind::Tensor;
 }
+// A sole-owned tensor, or the first pair of a sole-owned list.
+inline bool isSoleOwned(Value v) {
+  return v.isObject() && __builtin_expect(v.obj()->flags == kTensorSoleOwner, 0) &&
+         (v.obj()->kind == Kind::Tensor || v.obj()->kind == Kind::Pair);
+}
+// Any ownership mark on a tensor or a pair.
+inline bool hasOwnershipMark(Value v) {
+  return v.isObject() && __builtin_expect(v.obj()->flags != 0, 0) &&
+         (v.obj()->kind == Kind::Tensor || v.obj()->kind == Kind::Pair);
+}
+void shareMarked(Value v);   // objects.cpp: the list's pairs from V on, and the tensors they owned
 inline Value shareValue(Value v) {
-  if (isSoleOwnedTensor(v)) v.obj()->flags = 0;
+  if (hasOwnershipMark(v)) shareMarked(v);
   return v;
 }
 
@@ -172,6 +190,14 @@ enum PrimitiveFlags : uint8_t {
   kPrimBorrowsArgs = 2,           // keeps no reference to its argument cells after returning
   kPrimUnboxedTensor = 4,         // returns at::Tensor; info->tensorInvoke gives it without a cell
   kPrimFreshString = 8,           // returns a string this call made, which nobody else holds
+  // A builtin that takes Values only to read tensors and numbers from them (a layer's functional
+  // form, `(max-pool2d x 2)`, or an in-place op returning its argument): it keeps no argument
+  // cell, and a tensor it returns is new, or one of its arguments.
+  kPrimTensorFunction = kPrimReturnsFresh | kPrimBorrowsArgs,
+  // Returns, when a list, a new one whose tensors are new cells nobody else holds (tensor-split,
+  // a batch from a data loader): the evaluator gives them to the list (ownFreshList).
+  kPrimReturnsFreshList = 16,
+  kPrimMakesList = 32,            // `list`: the evaluator builds the list itself (makeOwningList)
 };
 
 struct CaseLambda : Object {      // extra = clause count

@@ -3,6 +3,7 @@
 // frame (a frame is entered once per call, so a let inside it is too), and a lambda whose body
 // creates no closure gets a frame on the C++ stack instead of the heap.
 #include "interp/language/analyzer.hpp"
+#include "interp/language/ownership.hpp"
 #include "interp/core/interp_state.hpp"
 #include "interp/language/printer.hpp"
 #include "interp/language/let_release.hpp"
@@ -529,6 +530,7 @@ struct Analyzer {
     n->frameSize = info.frameSize;
     n->heapFrame = info.captured;
     n->directArity = directArityOf(n);
+    analyzeOwnership(n);
     return n;
   }
 
@@ -977,7 +979,7 @@ struct Analyzer {
 
 }  // namespace
 
-Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize) {
+Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize, uint16_t* ownable) {
   SourcePos start{Value::f(), 0, 0};
   if (positions && form.is(Kind::Symbol)) {   // a variable alone: the reader recorded where
     auto it = positions->find(form.obj());
@@ -989,6 +991,8 @@ Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t
   scope.lambda = &top;
   Node* n = a.analyze(form, &scope);
   *frameSize = top.frameSize;
+  uint16_t slots = analyzeToplevelOwnership(n, top.frameSize);
+  if (ownable) *ownable = slots;
   return n;
 }
 

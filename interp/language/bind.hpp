@@ -327,6 +327,12 @@ struct Invoker<F, WithInterp, R, std::tuple<A...>> {
   }
 };
 
+// Result types whose Purple value is a new list of new tensor cells (kPrimReturnsFreshList).
+template <class R> struct IsFreshTensorList : std::false_type {};
+template <> struct IsFreshTensorList<std::vector<at::Tensor>> : std::true_type {};
+template <class... Ts> struct IsFreshTensorList<std::tuple<Ts...>>
+    : std::bool_constant<(std::is_same_v<std::decay_t<Ts>, at::Tensor> && ...)> {};
+
 template <class Tuple> struct DropFirst;
 template <class H, class... T> struct DropFirst<std::tuple<H, T...>> { using type = std::tuple<T...>; };
 
@@ -350,6 +356,7 @@ class Registry {
     if (!Inv::keepsValues) flags |= kPrimBorrowsArgs;
     constexpr bool returnsTensor = std::is_same_v<std::decay_t<R>, at::Tensor>;
     if constexpr (returnsTensor) flags |= kPrimReturnsFresh | kPrimUnboxedTensor;
+    if constexpr (IsFreshTensorList<std::decay_t<R>>::value) flags |= kPrimReturnsFreshList;
     // Only the interpreter that registers this builtin first keeps its callable: every builtin's
     // callable is the same in every interpreter (its captures are constants of the registration).
     auto complete = [](PrimitiveInfo* info, void* callable) {

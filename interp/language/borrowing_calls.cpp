@@ -1,70 +1,51 @@
-// Module calls and the tensors that die with them (borrowing_calls.hpp says which modules keep
-// none of their argument cells). Two cases, both releasing at once what Python's reference
-// counting frees when a layer or a function returns:
-//  - `(conv2 (tensor-relu (conv1 x)))`: the module's arguments made by fresh-returning builtins
-//    are released when the module returns;
-//  - `(tensor-relu (conv1 x))`: the module's result, passed to a builtin that keeps none of its
-//    arguments, is released when that builtin returns, or overwritten in place by it. Without it
-//    a test pass of the mnist example in batches of 1,000 held each layer's output (82 and
-//    141 MB) until the collector found it, 80 MB past Python's peak.
+// Module calls and the tensor cells that die with them (borrowing_calls.hpp).
 #include "interp/language/borrowing_calls.hpp"
 #include "interp/language/eval_internal.hpp"
+#include "interp/language/ownership.hpp"
 
 namespace purple {
 
+bool (*moduleCallBorrowsArguments)(Value fn) = nullptr;
+Value (*callBorrowingModule)(Interp& in, Value fn, const Value* argv, int argc, bool* fresh) = nullptr;
+
 namespace {
-// An argument that is a call of a builtin returning a new cell (kPrimReturnsFresh).
-bool isFreshPrimitiveCall(Node* n) {
-  if (n->op() != Op::App) return false;
-  Node* fn = static_cast<AppNode*>(n)->fn;
-  if (fn->op() != Op::Global) return false;
-  Value g = static_cast<GlobalNode*>(fn)->cell->value;
-  return g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh);
-}
-
-uint32_t freshArgumentMask(AppNode* app, uint32_t argc) {
-  uint32_t fresh = 0;
-  for (uint32_t i = 0; i < argc && i < 32; i++)
-    if (isFreshPrimitiveCall(app->args[i])) fresh |= 1u << i;
-  return fresh;
-}
-
-// After module FN returned RESULT on ARGV: its fresh arguments are released (unless returned),
-// when it borrows them. True when RESULT is a cell nobody else holds: the module borrows, and
-// RESULT is a new cell or a fresh argument passed through (dropout in eval mode, identity).
-bool finishModuleCall(Value fn, Value* argv, uint32_t argc, uint32_t fresh, Value result) {
-  if (!moduleCallBorrowsArguments(fn)) return false;
-  bool resultFresh = isTensor(result);
-  for (uint32_t i = 0; i < argc; i++)
-    if (argv[i] == result && !argBit(fresh, i)) resultFresh = false;
-  if (fresh) releaseFreshArguments(argv, argc, fresh, result);
-  return resultFresh;
+Value callModuleNow(Interp& in, Value module, Value* argv, uint32_t argc, bool borrows, bool* fresh) {
+  if (borrows) return callBorrowingModule(in, module, argv, int(argc), fresh);
+  return in.apply(shareValue(module), argv, int(argc));
 }
 }  // namespace
 
-__attribute__((noinline)) Value callModuleReleasingArguments(Interp& in, AppNode* app, Value fn, Value* argv,
-                                                             uint32_t argc) {
-  uint32_t fresh = freshArgumentMask(app, argc);
-  Value result = in.apply(shareValue(fn), argv, int(argc));
-  if (fresh) finishModuleCall(fn, argv, argc, fresh, result);
-  return result;
-}
-
-Value evalModuleCallArgument(Interp& in, AppNode* call, Value module, Frame* env, bool* fresh) {
-  *fresh = false;
-  uint32_t argc = call->argc;
-  constexpr uint32_t kMostArgs = 8;   // layers take one or two tensors; more goes the usual way
-  if (argc > kMostArgs || !moduleCallBorrowsArguments) return in.eval(call, env);
-  Value argv[kMostArgs];
-  for (uint32_t i = 0; i < argc; i++) argv[i] = evalSimple(in, call->args[i], env);
-  uint32_t freshArgs = call->appArgMask ? freshArgumentMask(call, argc) : 0;
+Value evalModuleCall(Interp& in, AppNode* app, Value module, Frame* env, Interp::CallRecord* rec) {
+  uint32_t argc = app->argc;
+  constexpr uint32_t kMostArgs = 8;   // layers take one or two tensors; more goes the general way
+  Value argvBuf[kMostArgs];
+  Value* argv = argc <= kMostArgs ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
+  bool borrows = callBorrowingModule && moduleCallBorrowsArguments(module);
+  uint32_t lent = borrows ? app->borrowArgMask : 0;
+  for (uint32_t i = 0; i < argc; i++)
+    argv[i] = argBit(lent, i) ? env->slots[static_cast<LocalNode*>(app->args[i])->index] : evalSimple(in, app->args[i], env);
+  // A hook registered while the arguments were evaluated sees this call, and may keep them.
+  borrows = borrows && moduleCallBorrowsArguments(module);
+  if (!borrows) shareArguments(argv, argc);
+  bool fresh = false;
   Value result;
-  {
-    PrimitiveFrame frame(in, call, module, /*userCall=*/true);
+  if (rec) {   // the call an eval activation makes in a tail position: its own record
+    rec->node = app;
+    rec->proc = module;
+    if (!(app->flags & kAppInPrelude)) {
+      rec->userCall = app;
+      rec->userProc = module;
+    }
+    result = callModuleNow(in, module, argv, argc, borrows, &fresh);
+  } else {
+    PrimitiveFrame frame(in, app, module, /*userCall=*/true);
     in.poll();
-    result = in.apply(shareValue(module), argv, int(argc));
+    result = callModuleNow(in, module, argv, argc, borrows, &fresh);
   }
-  *fresh = finishModuleCall(module, argv, argc, freshArgs, result);
+  if (borrows) {
+    finishBorrowingCall(argv, argc, lent, result, fresh);
+    if (fresh && isPair(result)) ownFreshList(result, argv, argc);   // a layer's (h c)
+  }
   return result;
 }
 

@@ -37,7 +37,7 @@ std::string describeProcedure(Value proc) {
 
 // Fills the frame of a call to closure `proc`: positional, optional, keyword and rest
 // parameters, then defaults (evaluated in the new frame, so they may use earlier parameters).
-void bindGeneralArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
+uint32_t bindGeneralArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
   LambdaNode* l = proc.as<Closure>()->code;
   uint32_t nreq = l->nRequired;
   if (!l->nOptional && !l->nKeys && !l->hasRest) closureArity(proc, argc);
@@ -58,7 +58,10 @@ void bindGeneralArgs(Interp& in, Value proc, Frame* f, const Value* argv, int ar
   uint32_t keyBase = slot;
   for (uint32_t k = 0; k < l->nKeys; k++) f->slots[keyBase + k] = Value::missing();
   uint32_t restSlot = keyBase + l->nKeys;
-  if (l->hasRest) f->slots[restSlot] = listFromArray(argv + i, size_t(argc - i));
+  if (l->hasRest) {   // the list keeps its elements: marked shared, as a list builder's are
+    for (int k = i; k < argc; k++) shareValue(argv[k]);
+    f->slots[restSlot] = listFromArray(argv + i, size_t(argc - i));
+  }
   if (l->nKeys) {
     for (int a = i; a < argc; a += 2) {
       Value key = argv[a];
@@ -79,11 +82,17 @@ void bindGeneralArgs(Interp& in, Value proc, Frame* f, const Value* argv, int ar
   }
   for (uint32_t s = restSlot + (l->hasRest ? 1 : 0); s < l->frameSize; s++) f->slots[s] = Value::unbound();
   uint32_t nDefaults = l->nOptional + l->nKeys;
+  uint32_t defaulted = 0;
   for (uint32_t d = 0; d < nDefaults; d++) {
     Value& v = f->slots[nreq + d];
     if (!v.isMissing()) continue;
     v = l->defaults && l->defaults[d] ? in.eval(l->defaults[d], f) : Value::f();
+    if (isSoleOwned(v)) {   // `:key (h (tensor-zeros 4))`: the parameter owns it
+      if (nreq + d < 16) defaulted |= 1u << (nreq + d);
+      else v = shareValue(v);
+    }
   }
+  return defaulted;
 }
 
 }  // namespace purple

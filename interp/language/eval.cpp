@@ -13,6 +13,7 @@
 #include "interp/language/bind.hpp"
 #include "interp/memory/tensor_scope.hpp"
 #include "interp/language/let_release.hpp"
+#include "interp/language/ownership.hpp"
 #include "interp/language/tensor_origins.hpp"
 #include <gc/gc.h>
 #include <array>
@@ -20,9 +21,6 @@
 #include <utility>
 
 namespace purple {
-
-Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
-at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
 
 namespace {
 
@@ -95,37 +93,6 @@ inline Frame* frameForOutsideCall(Value proc, char* store) {
   f->parent = parent;
   return f;
 }
-
-// Tensor arguments made by nested primitive calls, held in cells on the C++ stack for the
-// length of the outer call: no GC cell, no finalizer, freed when the call returns. Only for
-// callees that keep no reference to their argument cells (kPrimBorrowsArgs).
-class ScratchTensors {
- public:
-  static constexpr int kMax = 4;
-  bool hasRoom() const { return used_ < kMax; }
-  Value hold(at::Tensor t) {
-    auto* cell = reinterpret_cast<TensorObj*>(store_[used_++]);
-    cell->kind = Kind::Tensor;
-    cell->flags = 0;
-    cell->small = 0;
-    cell->extra = 0;
-    new (&cell->tensor) at::Tensor(std::move(t));
-    cell->countedBytes = 0;
-    return Value(cell);
-  }
-  ~ScratchTensors() {
-    for (int i = used_; i-- > 0;) {
-      at::Tensor& t = reinterpret_cast<TensorObj*>(store_[i])->tensor;
-      if (t.defined()) noteTensorFreedUnboxed();   // (a parameter that adopted it left it empty)
-      t.~Tensor();
-    }
-  }
-
- private:
-  int used_ = 0;
-  alignas(TensorObj) unsigned char store_[kMax][sizeof(TensorObj)];
-};
-
 
 inline Value inlinePrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env);
 Value inlinePrimitiveCall(Interp& in, AppNode* app, Value fn, Frame* env);
@@ -200,45 +167,45 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
 
 namespace {
 
-// The primitive a call node names, when it is a global bound to a tensor-returning primitive:
-// such a call can hand its result over without a GC cell.
-inline bool isUnboxedTensorCall(Node* n, Value* fnOut) {
-  if (n->op() != Op::App) return false;
-  Node* fn = static_cast<AppNode*>(n)->fn;
-  if (fn->op() != Op::Global) return false;
-  Value g = static_cast<GlobalNode*>(fn)->cell->value;
-  if (!g.is(Kind::Primitive) || !(g.obj()->flags & kPrimUnboxedTensor)) return false;
-  *fnOut = g;
-  return true;
-}
-
-// Set once a variable may hold a tensor cell it alone owns (kTensorSoleOwner: evalIntoSlot,
-// adoptOwnedArguments). Until then a frame reused by a tail call holds nothing to release, and
-// releaseDeadFrame is skipped, as in code that never assigns tensors.
-std::atomic<bool> variablesMayOwnTensors{false};
-inline void noteVariableMayOwnTensor() {
-  if (!variablesMayOwnTensors.load(std::memory_order_relaxed)) variablesMayOwnTensors.store(true, std::memory_order_relaxed);
-}
-
-// `set!`/`define` of a variable: a fresh tensor result may reuse the cell the variable alone
-// held; any other value overwriting such a cell frees it.
-inline void evalIntoSlot(Interp& in, Node* n, Frame* env, Value& slot) {
+// `set!`/`define` of a global: a fresh tensor result may reuse the cell the global alone held;
+// any other value overwriting such a cell frees it. A global owns a sole-owned cell it holds
+// (ownership.hpp): every read of a global marks the cell shared, so none is ever lent.
+inline void evalIntoGlobal(Interp& in, Node* n, Frame* env, Value& slot) {
   Value fn;
   if (isUnboxedTensorCall(n, &fn)) {
-    noteVariableMayOwnTensor();
     assignFreshTensor(slot, callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env));
     return;
   }
   Value v = evalSimple(in, n, env);
+  if (!isSoleOwnedTensor(v)) shareValue(v);   // (a list a global holds owns nothing)
   dropOverwritten(slot);
   slot = v;
+}
+
+// `set!` (or an internal define) of slot S of frame F: the cell the slot owned is freed, or
+// reused for a fresh tensor result; a cell in flight becomes the slot's.
+inline void evalIntoLocal(Interp& in, SetLocalNode* set, Frame* env, Frame* f, uint32_t s) {
+  Node* n = set->value;
+  bool keepOld = set->flags & kSetLocalKeepsOld;
+  Value fn;
+  if (isUnboxedTensorCall(n, &fn)) {
+    at::Tensor t = callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env);
+    Value old = f->slots[s];
+    if (!keepOld && (f->small & ownerBit(s)) && isSoleOwnedTensor(old) && !tensorScopeOpen()) {
+      reuseTensorCell(old, std::move(t));
+      return;
+    }
+    storeInFlight(f, s, wrapSoleOwnedTensor(std::move(t)), keepOld);
+    return;
+  }
+  storeInFlight(f, s, evalSimple(in, n, env), keepOld);
 }
 
 // SetLocal, SetGlobal and DefineGlobal nodes (no eval activation of their own).
 inline void assign(Interp& in, Node* node, Frame* env) {
   if (node->op() == Op::SetLocal) {
     auto* n = static_cast<SetLocalNode*>(node);
-    evalIntoSlot(in, n->value, env, frameAt(env, n->depth)->slots[n->index]);
+    evalIntoLocal(in, n, env, frameAt(env, n->depth), n->index);
     return;
   }
   auto* n = static_cast<SetGlobalNode*>(node);
@@ -246,7 +213,7 @@ inline void assign(Interp& in, Node* node, Frame* env) {
     throwError("unbound-variable", "set!: unbound variable",
                listFromArray(&n->cell->name, 1));
   }
-  evalIntoSlot(in, n->value, env, n->cell->value);
+  evalIntoGlobal(in, n->value, env, n->cell->value);
 }
 
 // A form whose value is dropped (not the last of a body): a fresh tensor it makes is freed
@@ -261,45 +228,31 @@ inline void evalForEffect(Interp& in, Node* n, Frame* env) {
       return;
     case Op::App:
       if (isUnboxedTensorCall(n, &fn)) {
-        callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env);
-        noteTensorFreedUnboxed();
+        noteTensorFreedUnboxed(callTensorPrimitiveApp(in, static_cast<AppNode*>(n), fn, env));
         return;
       }
       break;
     default: break;
   }
-  evalSimple(in, n, env);
+  // A value in flight (a call's result nobody else holds) dies here.
+  Value v = evalSimple(in, n, env);
+  if (isSoleOwned(v)) releaseOwned(v);
 }
 
 
 
-
-__attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
-  return inlinePrimitiveBody(op, argc, argv, out);
-}
 
 }  // namespace
 
-// A builtin with an InlineBuiltin on what inlinePrimitive declined (generic numbers, tensors, errors),
-// in its own call record (PrimitiveFrame) and polling for interrupts as every builtin call does.
-__attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Value fn, Value* argv, uint32_t argc) {
-  auto* p = fn.as<Primitive>();
-  Value r;
-  if (argc == 2 && p->small <= uint16_t(InlineBuiltin::NumEq) &&
-      flonumArithmetic(InlineBuiltin(p->small), argv[0], argv[1], &r)) {
-    in.poll();
-    return r;
-  }
-  PrimitiveFrame frame(in, app, fn);
-  in.poll();
-  return p->fn(in, argv, int(argc), p->info);
+__attribute__((noinline)) bool inlinePrimitive(InlineBuiltin op, uint32_t argc, const Value* argv, Value* out) {
+  return inlinePrimitiveBody(op, argc, argv, out);
 }
 
 namespace {
 
 // The evaluated arguments of a builtin with an InlineBuiltin: inline when it can, else the builtin.
 __attribute__((always_inline)) inline Value applyInline(Interp& in, AppNode* app, Value fn, Value* argv,
-                                                        uint32_t argc) {
+                                                        uint32_t argc, uint32_t lent) {
   auto op = InlineBuiltin(fn.as<Primitive>()->small);
   Value result;
   if (op <= InlineBuiltin::NumEq && argc == 2) {   // the commonest, `(< n 2)`, without a call
@@ -310,18 +263,18 @@ __attribute__((always_inline)) inline Value applyInline(Interp& in, AppNode* app
     in.poll();
     if (inlinePrimitive(op, argc, argv, &result)) return result;
   }
-  return callInlineBuiltin(in, app, fn, argv, argc);
+  return callInlineBuiltin(in, app, fn, argv, argc, lent);
 }
 
 // `(< n 2)`, `(car l)`: an inline builtin whose arguments are not calls, without the
 // bookkeeping of the general primitive call.
 __attribute__((always_inline)) inline Value inlinePrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
   Value argv[3];
-  uint32_t argc = app->argc;
-  argv[0] = evalSimple(in, app->args[0], env);
-  if (argc > 1) argv[1] = evalSimple(in, app->args[1], env);
-  if (argc > 2) argv[2] = evalSimple(in, app->args[2], env);
-  return applyInline(in, app, fn, argv, argc);
+  uint32_t argc = app->argc, lent = lentToBuiltin(app, fn);
+  argv[0] = evalArgument(in, app, 0, env, lent);
+  if (argc > 1) argv[1] = evalArgument(in, app, 1, env, lent);
+  if (argc > 2) argv[2] = evalArgument(in, app, 2, env, lent);
+  return applyInline(in, app, fn, argv, argc, lent);
 }
 
 __attribute__((noinline)) Value inlinePrimitiveCall(Interp& in, AppNode* app, Value fn, Frame* env) {
@@ -346,128 +299,173 @@ __attribute__((noinline)) Value simpleOperandsCall(Interp& in, AppNode* app, Val
 
 // `(< n 2)`: two simple arguments of + - * < > <= >= =.
 __attribute__((always_inline)) inline Value inlineArithmeticApp(Interp& in, AppNode* app, Value fn, Frame* env) {
-  Value argv[2] = {evalSimple(in, app->args[0], env), evalSimple(in, app->args[1], env)};
+  uint32_t lent = lentToBuiltin(app, fn);
+  Value argv[2] = {evalArgument(in, app, 0, env, lent), evalArgument(in, app, 1, env, lent)};
   Value result;
   if (fixnumArithmetic(InlineBuiltin(fn.as<Primitive>()->small), argv[0], argv[1], &result)) return result;
-  return callInlineBuiltin(in, app, fn, argv, 2);
+  return callInlineBuiltin(in, app, fn, argv, 2, lent);
 }
 
-
-// After a builtin that keeps none of its arguments returned `result`: the strings that calls of
-// kPrimFreshString builtins made for it (bits of `fresh`) are garbage now, unless returned, and
-// their memory is taken back at once. `(string->symbol (string-append "k" (number->string i)))`
-// otherwise leaves two strings per call for the next collection to find: the heap fills faster,
-// and each collection marks every live object again. Reference counting frees them here too.
-inline void freeDeadStrings(Value* argv, uint32_t argc, uint32_t fresh, Value result) {
-  for (uint32_t i = 0; fresh && i < argc; i++)
-    if (argBit(fresh, i) && argv[i] != result && argv[i].is(Kind::String)) freeDeadString(argv[i]);
-}
 
 // `(+ (fib (- n 1)) (fib (- n 2)))`, `(null? (cdr l))`: an inline builtin whose arguments are
 // calls but not of tensor builtins (tensorArgMask), without the scratch cells of the general
-// primitive call. A fresh result of another builtin, as in `(+ (* x 2) 1)` on tensors, is still
-// released at once.
+// primitive call. A cell in flight, as `(* x 2)` on tensors makes in `(+ (* x 2) 1)`, is still
+// freed at once (callInlineBuiltin).
 __attribute__((noinline)) Value inlinePrimitiveOnCalls(Interp& in, AppNode* app, Value fn, Frame* env) {
   if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
   Value argv[3];
-  uint32_t argc = app->argc, fresh = 0;
+  uint32_t argc = app->argc, lent = lentToBuiltin(app, fn);
   for (uint32_t i = 0; i < argc; i++) {
     Node* a = app->args[i];
-    if (a->op() == Op::App && static_cast<AppNode*>(a)->fn->op() == Op::Global) {
-      Value g = static_cast<GlobalNode*>(static_cast<AppNode*>(a)->fn)->cell->value;
-      // `(fib (- n 1))`: a call of a closure (or an unbound name, or a non-procedure) goes
-      // straight to eval, as evalCompound would send it after the same checks
-      if (!g.is(Kind::Primitive)) {
-        argv[i] = in.eval(a, env);
-        continue;
-      }
-      if (g.obj()->flags & kPrimReturnsFresh) fresh |= 1u << i;
+    // `(fib (- n 1))`: a call of a closure (or an unbound name, or a non-procedure) goes
+    // straight to eval, as evalCompound would send it after the same checks
+    if (a->op() == Op::App && static_cast<AppNode*>(a)->fn->op() == Op::Global &&
+        !static_cast<GlobalNode*>(static_cast<AppNode*>(a)->fn)->cell->value.is(Kind::Primitive)) {
+      argv[i] = in.eval(a, env);
+      continue;
     }
-    argv[i] = evalSimple(in, a, env);
+    argv[i] = evalArgument(in, app, i, env, lent);
   }
-  Value result = applyInline(in, app, fn, argv, argc);
-  if (fresh && (fn.obj()->flags & kPrimBorrowsArgs)) releaseFreshArguments(argv, argc, fresh, result);
-  return result;
+  return applyInline(in, app, fn, argv, argc, lent);
 }
 
 inline bool hasSimpleParams(LambdaNode* l) { return !(l->nOptional | l->nKeys | l->hasRest); }
 
-// The stack frame `f` is about to be reused by a tail call, its values dead: a tensor cell one
-// of its variables alone held is freed, or, when the new call passes a fresh tensor in the
-// same position (`(loop (+ i 1) (tensor-add x 1))`), takes that tensor and becomes the
-// argument, clearing its bit in `ownedMask`.
-void releaseDeadFrame(Frame* f, Value* argv, uint32_t argc, uint32_t& ownedMask) {
-  for (uint32_t s = 0; s < f->extra; s++) {
-    Value old = f->slots[s];
-    if (!isSoleOwnedTensor(old)) continue;
-    if (s < argc && argBit(ownedMask, s) && !tensorScopeOpen()) {
-      reuseTensorCell(old, std::move(tensorOf(argv[s])));
-      argv[s] = old;
-      ownedMask &= ~(1u << s);
-    } else {
-      releaseTensor(old);
-    }
-  }
+// The fresh tensors left in stack cells get cells of their own, sole-owned, in flight to their
+// parameters.
+void adoptOwnedArguments(Value* argv, uint32_t argc, uint32_t scratchMask) {
+  for (uint32_t i = 0; i < argc; i++)
+    if (argBit(scratchMask, i)) argv[i] = wrapSoleOwnedTensor(std::move(tensorOf(argv[i])));
 }
 
-// The fresh tensors left in stack cells get cells of their own, owned by their parameter.
-void adoptOwnedArguments(Value* argv, uint32_t argc, uint32_t ownedMask) {
-  noteVariableMayOwnTensor();
-  for (uint32_t i = 0; i < argc; i++)
-    if (argBit(ownedMask, i)) argv[i] = wrapSoleOwnedTensor(std::move(tensorOf(argv[i])));
+// Before the frame OLD dies for a tail call whose argument I is a fresh tensor in a stack cell
+// (bit I of SCRATCHMASK): when OLD's slot I owns a cell that is not passed on, the new tensor
+// takes that cell, and the old tensor goes first, as under reference counting. The bits of the
+// arguments so placed leave SCRATCHMASK.
+void reuseDeadCells(Frame* old, uint16_t ownable, Value* argv, uint32_t argc, uint32_t& scratchMask) {
+  if (tensorScopeOpen()) return;
+  for (uint32_t i = 0; i < argc && i < kOwnerSlots; i++) {
+    if (!argBit(scratchMask, i) || !(old->small & ownable & ownerBit(i))) continue;
+    Value cell = old->slots[i];
+    if (!isSoleOwnedTensor(cell)) continue;
+    bool passedOn = false;
+    for (uint32_t j = 0; j < argc; j++) passedOn = passedOn || argv[j] == cell;
+    if (passedOn) continue;
+    reuseTensorCell(cell, std::move(tensorOf(argv[i])));
+    argv[i] = cell;            // retireOwnedFrame sees it passed on once: it moves
+    scratchMask &= ~(1u << i);
+  }
 }
 
 }  // namespace
 
 // The common case inline: exactly the required arguments of a lambda with nothing else.
-inline void bindClosureArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
+// Returns the slots a default filled with a cell in flight (bindGeneralArgs).
+inline uint32_t bindClosureArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
   LambdaNode* l = proc.as<Closure>()->code;
   if (uint32_t(argc) == l->nRequired && !(l->nOptional | l->nKeys | l->hasRest)) {
     for (int i = 0; i < argc; i++) f->slots[i] = argv[i];
     for (uint32_t i = uint32_t(argc); i < l->frameSize; i++) f->slots[i] = Value::unbound();
-    return;
+    return 0;
   }
-  bindGeneralArgs(in, proc, f, argv, argc);
+  return bindGeneralArgs(in, proc, f, argv, argc);
+}
+
+// The owner bits of frame F, just bound for closure L from ARGV, of which INFLIGHT
+// (inFlightArguments) are cells in flight, and whose slots DEFAULTED got a cell in flight from a
+// parameter's default: each parameter takes what it was given. A cell in flight that no slot can
+// own (in a rest list, past the first 16 slots) is marked shared.
+inline uint16_t ownerBitsAfterBinding(LambdaNode* l, Frame* f, Value* argv, uint32_t argc, uint32_t inflight,
+                                      uint32_t defaulted) {
+  uint32_t bits = defaulted & ((1u << kOwnerSlots) - 1);
+  if (!(l->nOptional | l->nKeys | l->hasRest)) {   // parameter i is argument i
+    bits |= inflight & ((1u << kOwnerSlots) - 1);
+    for (uint32_t rest = inflight >> kOwnerSlots, i = kOwnerSlots; rest; rest >>= 1, i++)
+      if (rest & 1) argv[i] = shareValue(argv[i]);
+    return uint16_t(bits);
+  }
+  uint32_t slots = std::min(l->frameSize, kOwnerSlots);
+  for (uint32_t s = 0; s < slots && inflight; s++) {
+    Value v = f->slots[s];
+    if (!isSoleOwned(v)) continue;
+    for (uint32_t i = 0; i < argc && i < 32; i++)
+      if (argBit(inflight, i) && argv[i] == v) {
+        bits |= 1u << s;
+        inflight &= ~(1u << i);
+        break;
+      }
+  }
+  for (uint32_t i = 0; inflight; i++, inflight >>= 1)
+    if (inflight & 1) argv[i] = shareValue(argv[i]);
+  return uint16_t(bits);
+}
+
+// The arguments a closure's parameters may borrow: calls of closures with optional, keyword or
+// rest parameters lend only to the required ones, whose slots are the arguments' positions.
+inline uint32_t lendableTo(AppNode* app, LambdaNode* l) {
+  uint32_t required = l->nRequired >= 32 ? ~0u : (1u << l->nRequired) - 1;
+  return app->borrowArgMask & l->ownableSlots & required;
 }
 
 // The frame for a call of closure `fn`: on the heap when a closure may capture it or it is
-// large, else this activation's frameStore. Reusing frameStore (a tail call) ends the frame it
-// held: see releaseDeadFrame.
-inline Frame* frameForCall(Value fn, char* frameStore, bool& frameStoreLive, Value* argv, uint32_t argc,
-                           uint32_t& ownedMask) {
+// large, else this activation's frameStore.
+inline Frame* frameForCall(Value fn, char* frameStore, bool& frameStoreLive) {
   LambdaNode* l = fn.as<Closure>()->code;
   if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, fn.as<Closure>()->env);
   auto* f = reinterpret_cast<Frame*>(frameStore);
-  if (frameStoreLive && variablesMayOwnTensors.load(std::memory_order_relaxed)) releaseDeadFrame(f, argv, argc, ownedMask);
   frameStoreLive = true;
   f->kind = Kind::Frame;
+  f->small = 0;
   f->extra = l->frameSize;
   f->parent = fn.as<Closure>()->env;
   return f;
 }
 
+namespace {
+
+// A closure call's arguments, evaluated: those in LENT read from this frame's variables without
+// marking them shared (the callee's parameter borrows the cell), the others as any value is.
+__attribute__((always_inline)) inline void evalLending(Interp& in, AppNode* app, Frame* env, uint32_t lent,
+                                                       Value* out) {
+  for (uint32_t i = 0; i < app->argc; i++)
+    out[i] = argBit(lent, i) ? env->slots[static_cast<LocalNode*>(app->args[i])->index]
+                             : evalShapedFirst(in, app->args[i], env);
+}
+
+}  // namespace
+
 // A call of a closure with simple parameters where argument `first` (and maybe later ones) is
 // a call of a tensor builtin: those results are held without a cell until the frame is bound,
 // then each parameter owns its tensor alone (kTensorSoleOwner), reusing the cell of the
-// previous iteration's tensor in a tail-recursive loop. Returns the bound frame.
+// previous iteration's tensor in a tail-recursive loop. OWNED/OWNABLE: the frame this
+// activation owns, which dies now (ownership.hpp). Returns the bound frame.
 __attribute__((noinline)) Frame* bindOwnedTensorCall(Interp& in, AppNode* app, Value fn, Frame* env, Value* argv,
                                                      uint32_t first, char* frameStore, bool& frameStoreLive,
-                                                     Interp::CallRecord* rec) {
-  ScratchTensors owned;
-  uint32_t ownedMask = 0;
+                                                     Interp::CallRecord* rec, Frame* owned, uint16_t ownable) {
+  LambdaNode* l = fn.as<Closure>()->code;
+  uint32_t lent = lendableTo(app, l);
+  ScratchTensors scratch;
+  uint32_t scratchMask = 0;
   for (uint32_t i = first; i < app->argc; i++) {
     Value g;
-    if (argBit(app->tensorArgMask, i) && owned.hasRoom() && isUnboxedTensorCall(app->args[i], &g)) {
-      argv[i] = owned.hold(callTensorPrimitiveApp(in, static_cast<AppNode*>(app->args[i]), g, env));
-      ownedMask |= 1u << i;
+    if (argBit(app->tensorArgMask, i) && scratch.hasRoom() && isUnboxedTensorCall(app->args[i], &g)) {
+      argv[i] = scratch.hold(callTensorPrimitiveApp(in, static_cast<AppNode*>(app->args[i]), g, env));
+      scratchMask |= 1u << i;
     } else {
-      argv[i] = evalSimple(in, app->args[i], env);
+      argv[i] = argBit(lent, i) ? env->slots[static_cast<LocalNode*>(app->args[i])->index]
+                                : evalSimple(in, app->args[i], env);
     }
   }
   recordClosureCall(rec, app, fn);
-  Frame* f = frameForCall(fn, frameStore, frameStoreLive, argv, app->argc, ownedMask);
-  if (ownedMask) adoptOwnedArguments(argv, app->argc, ownedMask);
-  bindClosureArgs(in, fn, f, argv, int(app->argc));
+  uint32_t moved = 0;
+  if (owned) {
+    reuseDeadCells(owned, ownable, argv, app->argc, scratchMask);
+    moved = retireOwnedFrame(owned, ownable, argv, app->argc);
+  }
+  if (scratchMask) adoptOwnedArguments(argv, app->argc, scratchMask);
+  Frame* f = frameForCall(fn, frameStore, frameStoreLive);
+  uint32_t defaulted = bindClosureArgs(in, fn, f, argv, int(app->argc));
+  f->small = ownerBitsAfterBinding(l, f, argv, app->argc, inFlightArguments(argv, app->argc, lent, moved), defaulted);
   return f;
 }
 
@@ -492,122 +490,6 @@ static Value selectCaseLambda(Value proc, int argc) {
     if (uint32_t(argc) == l->nRequired || (l->hasRest && uint32_t(argc) >= l->nRequired)) return cl->clauses[i];
   }
   throwArityError(isSymbol(cl->name) ? std::string(symbolName(cl->name)) : "case-lambda", argc, "a matching clause");
-}
-
-namespace {
-// A temporary the evaluator alone holds may be overwritten by an elementwise builtin: its
-// storage is its own (no view shares it), autograd does not track it, and it is floating point
-// (the in-place variants keep the dtype, as the builtins do for floating input).
-inline bool canOverwriteTemporary(const at::Tensor& t) {
-  return t.defined() && t.use_count() == 1 && t.has_storage() && t.storage().use_count() == 1 &&
-         !t.requires_grad() && !t.is_inference() && t.is_floating_point() && t.is_non_overlapping_and_dense();
-}
-
-// A primitive call, with its result boxed (a Value) or, for a tensor-returning primitive,
-// unboxed. Arguments that are calls of fresh-returning primitives are released as soon as this
-// primitive returns, when it keeps none of its arguments: `(tensor-sum (tensor-relu (+ (* x 2) 1)))`
-// frees each intermediate tensor right away, as Python's reference counting would, and
-// tensor-returning ones never get a GC cell at all.
-template <bool Unboxed>
-std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
-  // Nested primitive calls recurse here without a new eval activation: guard the C++ stack.
-  if (reinterpret_cast<char*>(__builtin_frame_address(0)) < in.stackLimit) throwRecursionError(in);
-  auto* p = fn.as<Primitive>();
-  uint32_t argc = app->argc;
-  Value argvBuf[kInlineSlots];
-  Value* argv = argc <= kInlineSlots ? argvBuf : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
-  ScratchTensors scratch;
-  uint32_t fresh = 0, freshStrings = 0, scratchMask = 0;
-  bool track = (p->flags & kPrimBorrowsArgs) && app->appArgMask;
-  for (uint32_t i = 0; i < argc; i++) {
-    Node* a = app->args[i];
-    if (track && argBit(app->appArgMask, i)) {
-      auto* inner = static_cast<AppNode*>(a);
-      if (inner->fn->op() == Op::Global) {
-        Value g = static_cast<GlobalNode*>(inner->fn)->cell->value;
-        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimUnboxedTensor) && scratch.hasRoom()) {
-          argv[i] = scratch.hold(primitiveApp<true>(in, inner, g, env));
-          scratchMask |= 1u << i;
-          continue;
-        }
-        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) {
-          argv[i] = primitiveApp<false>(in, inner, g, env);
-          fresh |= 1u << i;
-          continue;
-        }
-        if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimFreshString)) {
-          argv[i] = primitiveApp<false>(in, inner, g, env);
-          freshStrings |= 1u << i;
-          continue;
-        }
-      }
-      if (Value m; moduleCallee(inner->fn, env, &m)) {   // `(tensor-relu (conv1 x))`
-        bool moduleFresh;
-        argv[i] = evalModuleCallArgument(in, inner, m, env, &moduleFresh);
-        if (moduleFresh) fresh |= 1u << i;
-        continue;
-      }
-    }
-    argv[i] = evalSimple(in, a, env);
-  }
-  if constexpr (!Unboxed) {
-    // Not with cells that die with this call (scratch) or are released after it (fresh).
-    Value quick;
-    if (p->small && !(fresh | freshStrings | scratchMask)) {
-      auto op = InlineBuiltin(p->small);
-      if (op > InlineBuiltin::NumEq) in.poll();   // as applyInline
-      if (inlinePrimitive(op, argc, argv, &quick)) return quick;
-    }
-  }
-  PrimitiveFrame frame(in, app, fn);
-  in.poll();
-  // `(tensor-relu (conv1 x))` on a temporary nobody else holds (a scratch tensor, or a fresh
-  // cell, released here and its tensor given a new cell below): in place, as the builtin's
-  // in-place twin (relu_).
-  if ((scratchMask | fresh) == 1 && argc == 1 && p->info->inPlace && canOverwriteTemporary(tensorOf(argv[0]))) {
-    at::Tensor t;
-    if (fresh) {
-      t = tensorOf(argv[0]);
-      releaseTensor(argv[0]);   // uncharged, as a scratch tensor never was
-    } else {
-      t = std::move(tensorOf(argv[0]));
-    }
-    try {
-      p->info->inPlace(t);
-    } catch (...) {
-      rethrowForeign(p->info);
-    }
-    if constexpr (Unboxed) {
-      if (recordingTensorOrigins()) noteUnboxedTensorSite(app, t);
-      return t;
-    } else {
-      return wrapTensor(std::move(t));
-    }
-  }
-  if constexpr (Unboxed) {
-    at::Tensor result = p->info->tensorInvoke(in, argv, int(argc), p->info);
-    if (in.limits.maxTensorBytes > 0) checkTensorBudget(result);
-    if (recordingTensorOrigins()) noteUnboxedTensorSite(app, result);
-    releaseFreshArguments(argv, argc, fresh, Value::unspecified());
-    if (freshStrings) freeDeadStrings(argv, argc, freshStrings, Value::unspecified());
-    return result;
-  } else {
-    Value result = p->fn(in, argv, int(argc), p->info);
-    releaseFreshArguments(argv, argc, fresh, result);
-    if (freshStrings) freeDeadStrings(argv, argc, freshStrings, result);
-    return result;
-  }
-}
-}  // namespace
-
-bool (*moduleCallBorrowsArguments)(Value fn) = nullptr;
-
-Value callPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
-  return primitiveApp<false>(in, app, fn, env);
-}
-
-at::Tensor callTensorPrimitiveApp(Interp& in, AppNode* app, Value fn, Frame* env) {
-  return primitiveApp<true>(in, app, fn, env);
 }
 
 namespace {
@@ -670,6 +552,7 @@ Value callWithEscape(Interp& in, Value proc, Value k) {
   LambdaNode* l = proc.as<Closure>()->code;
   alignas(16) char store[kFrameStoreBytes];
   Frame* f = frameForOutsideCall(proc, store);
+  f->small = 0;
   bindClosureArgs(in, proc, f, &k, 1);   // (a default expression that calls K unwinds as before)
   if (--in.stepsLeft <= 0) in.safePoint();
   struct Restore {
@@ -677,10 +560,26 @@ Value callWithEscape(Interp& in, Value proc, Value k) {
     ~Restore() { escapeTarget = saved; }
   } restore{escapeTarget};
   escapeTarget = EscapeTarget{&in, in.depth + 1, k.bits};
-  return in.eval(l->body, f);
+  return shareValue(in.eval(l->body, f));
 }
 
-Value Interp::eval(Node* node, Frame* env) {
+// The activation's returns: the frame it owns dies (ownership.hpp), and the cells its slots own
+// go with it, except the value returned.
+#define EVAL_RETURN(expr)                                                                      \
+  do {                                                                                        \
+    Value result_ = (expr);                                                                   \
+    if (ownedEnv && (ownedEnv->small & ownedOwnable)) releaseOwnedSlots(ownedEnv, ownedOwnable, result_); \
+    return result_;                                                                           \
+  } while (0)
+
+Value Interp::eval(Node* node, Frame* env) { return evalActivation(node, env, nullptr, 0); }
+
+Value Interp::evalOwning(Node* node, Frame* env, uint16_t ownable) { return evalActivation(node, env, env, ownable); }
+
+// One C++ activation of the tree walker. OWNEDENV is the frame this activation owns, if any
+// (one it bound for a closure call, or one handed over by evalOwning): the variables in its
+// OWNEDOWNABLE slots own their cells, which die when the frame does.
+Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t ownedOwnable) {
   if (++depth > limits.maxDepth || reinterpret_cast<char*>(__builtin_frame_address(0)) < stackLimit)
     recursionTooDeep(*this);
   DepthRestore restore{*this};
@@ -694,32 +593,37 @@ Value Interp::eval(Node* node, Frame* env) {
   for (;;) {
     switch (node->op()) {
       case Op::Const:
-        return static_cast<ConstNode*>(node)->value;
-      case Op::Local0:
-        return shareValue(env->slots[static_cast<LocalNode*>(node)->index]);
+        EVAL_RETURN(static_cast<ConstNode*>(node)->value);
+      case Op::Local0: {
+        uint32_t index = static_cast<LocalNode*>(node)->index;
+        Value v = env->slots[index];
+        // The variable of a dying frame that owns its cell passes it on to the caller.
+        if (env == ownedEnv && (env->small & ownedOwnable & ownerBit(index))) EVAL_RETURN(v);
+        EVAL_RETURN(shareValue(v));
+      }
       case Op::Local1:
-        return shareValue(env->parent->slots[static_cast<LocalNode*>(node)->index]);
+        EVAL_RETURN(shareValue(env->parent->slots[static_cast<LocalNode*>(node)->index]));
       case Op::LocalN: {
         auto* n = static_cast<LocalNode*>(node);
-        return shareValue(frameAt(env, n->depth)->slots[n->index]);
+        EVAL_RETURN(shareValue(frameAt(env, n->depth)->slots[n->index]));
       }
       case Op::LocalChecked: {
         auto* n = static_cast<LocalNode*>(node);
         Value v = frameAt(env, n->depth)->slots[n->index];
         if (v.isUnbound())
           throwError("unbound-variable", "variable " + std::string(symbolName(n->name)) + " used before its definition");
-        return shareValue(v);
+        EVAL_RETURN(shareValue(v));
       }
       case Op::Global: {
         auto* cell = static_cast<GlobalNode*>(node)->cell;
         if (cell->value.isUnbound()) unboundVariable(static_cast<GlobalNode*>(node));
-        return shareValue(cell->value);
+        EVAL_RETURN(shareValue(cell->value));
       }
       case Op::SetLocal:
       case Op::SetGlobal:
       case Op::DefineGlobal:
         assign(*this, node, env);
-        return Value::unspecified();
+        EVAL_RETURN(Value::unspecified());
       case Op::If: {
         auto* n = static_cast<IfNode*>(node);
         node = evalShapedFirst(*this, n->test, env).isTrue() ? n->then : n->otherwise;
@@ -735,7 +639,7 @@ Value Interp::eval(Node* node, Frame* env) {
         auto* n = static_cast<SeqNode*>(node);
         uint32_t i = 0;
         for (; i + 1 < n->count; i++)
-          if (evalShapedFirst(*this, n->items[i], env).isFalse()) return Value::f();
+          if (evalShapedFirst(*this, n->items[i], env).isFalse()) EVAL_RETURN(Value::f());
         node = n->items[i];
         continue;
       }
@@ -744,25 +648,25 @@ Value Interp::eval(Node* node, Frame* env) {
         uint32_t i = 0;
         for (; i + 1 < n->count; i++) {
           Value v = evalShapedFirst(*this, n->items[i], env);
-          if (v.isTrue()) return v;
+          if (v.isTrue()) EVAL_RETURN(v);
         }
         node = n->items[i];
         continue;
       }
       case Op::Let: {
         auto* n = static_cast<LetNode*>(node);
-        for (uint32_t i = 0; i < n->count; i++) env->slots[n->slots[i]] = evalSimple(*this, n->inits[i], env);
+        for (uint32_t i = 0; i < n->count; i++) storeInFlight(env, n->slots[i], evalSimple(*this, n->inits[i], env));
         // A variable that may be freed when the body returns holds a tensor: the body is then not
         // a tail (something happens after it). Numbers in such variables keep the tail call.
-        if (n->releaseMask && letHoldsReleasableTensor(n, env)) return evalLetReleasing(*this, n, env);
+        if (n->releaseMask && letHoldsReleasableTensor(n, env)) EVAL_RETURN(evalLetReleasing(*this, n, env));
         node = n->body;
         continue;
       }
       case Op::Lambda:
-        return makeClosure(static_cast<LambdaNode*>(node), env);
+        EVAL_RETURN(makeClosure(static_cast<LambdaNode*>(node), env));
       case Op::Case: {
         auto* n = static_cast<CaseNode*>(node);
-        Value key = evalSimple(*this, n->key, env);
+        Value key = shareValue(evalSimple(*this, n->key, env));
         env->slots[n->keySlot] = key;
         Node* next = n->otherwise;
         for (uint32_t c = 0; c < n->count && next == n->otherwise; c++)
@@ -771,7 +675,7 @@ Value Interp::eval(Node* node, Frame* env) {
               next = n->bodies[c];
               break;
             }
-        if (!next) return Value::unspecified();
+        if (!next) EVAL_RETURN(Value::unspecified());
         node = next;
         continue;
       }
@@ -779,22 +683,23 @@ Value Interp::eval(Node* node, Frame* env) {
         auto* n = static_cast<GuardNode*>(node);
         Value saved = st->handlers;
         st->handlers = cons(Value::f(), saved);   // #f marks a guard: raise unwinds to it
+        Value v;
         try {
-          Value v = eval(n->body, env);
-          st->handlers = saved;
-          return v;
+          v = eval(n->body, env);
         } catch (const PurpleInterrupt&) {
           st->handlers = saved;
           throw;
         } catch (const PurpleException& e) {
           st->handlers = saved;
-          env->slots[n->slot] = e.payload();
+          env->slots[n->slot] = shareValue(e.payload());
+          node = n->handler;
+          continue;
         } catch (...) {
           st->handlers = saved;
           throw;
         }
-        node = n->handler;
-        continue;
+        st->handlers = saved;
+        EVAL_RETURN(v);
       }
       case Op::Reraise:
         raise(env->slots[static_cast<ReraiseNode*>(node)->slot], true);
@@ -807,7 +712,7 @@ Value Interp::eval(Node* node, Frame* env) {
         Value fn;
         if (app->fn->op() == Op::Global) {
           fn = static_cast<GlobalNode*>(app->fn)->cell->value;
-          if ((app->flags & kAppShaped) && fn == app->expected) return app->shape(*this, app, env);
+          if ((app->flags & kAppShaped) && fn == app->expected) EVAL_RETURN(app->shape(*this, app, env));
         } else if (app->fn->op() == Op::Local1) {
           fn = env->parent->slots[static_cast<LocalNode*>(app->fn)->index];
         } else if (app->fn->op() == Op::Local0) {
@@ -821,21 +726,31 @@ Value Interp::eval(Node* node, Frame* env) {
         // passed on. The first such call evaluates its arguments straight into the new frame:
         // nothing else can see frameStore until the frame is complete. A tail call (a loop:
         // frameStore holds the frame the arguments may read) computes them first, then rebinds
-        // the frame in place.
+        // the frame in place. The frame this activation owned dies either way: its cells are
+        // freed, or move to the new frame when passed on (retireOwnedFrame).
         if (fn.is(Kind::Closure)) {
           LambdaNode* l = fn.as<Closure>()->code;
           if (argc == l->directArity && !app->tensorArgMask) {
             auto* f = reinterpret_cast<Frame*>(frameStore);
+            uint32_t lent = app->borrowArgMask & l->ownableSlots, moved = 0;
             if (!frameStoreLive) {
-              for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalShapedFirst(*this, app->args[i], env);
+              if (!lent) {
+                for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalShapedFirst(*this, app->args[i], env);
+              } else {
+                evalLending(*this, app, env, lent, f->slots);
+              }
+              if (ownedEnv && (ownedEnv->small & ownedOwnable))
+                moved = retireOwnedFrame(ownedEnv, ownedOwnable, f->slots, argc);
             } else {
               alignas(Value) char nextStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
               auto* next = reinterpret_cast<Value*>(nextStore);
-              for (uint32_t i = 0; i < argc; i++) next[i] = evalShapedFirst(*this, app->args[i], env);
-              if (variablesMayOwnTensors.load(std::memory_order_relaxed)) {
-                uint32_t noOwned = 0;
-                releaseDeadFrame(f, next, argc, noOwned);
+              if (!lent) {
+                for (uint32_t i = 0; i < argc; i++) next[i] = evalShapedFirst(*this, app->args[i], env);
+              } else {
+                evalLending(*this, app, env, lent, next);
               }
+              if (ownedEnv && (ownedEnv->small & ownedOwnable))
+                moved = retireOwnedFrame(ownedEnv, ownedOwnable, next, argc);
               for (uint32_t i = 0; i < argc; i++) {
                 Value v = next[i];
                 __asm__("" : "+r"(v.bits));   // (a few moves: not the call of memcpy gcc makes of this loop)
@@ -844,9 +759,12 @@ Value Interp::eval(Node* node, Frame* env) {
             }
             for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
             f->kind = Kind::Frame;
+            f->small = uint16_t(inFlightArguments(f->slots, argc, lent, moved));   // argc <= 8: all can own
             f->extra = l->frameSize;
             f->parent = fn.as<Closure>()->env;
             frameStoreLive = true;
+            ownedEnv = f;
+            ownedOwnable = l->ownableSlots;
             recordClosureCall(rec, app, fn);
             if (__builtin_expect(--stepsLeft <= 0, 0)) safePoint();
             env = f;
@@ -855,43 +773,52 @@ Value Interp::eval(Node* node, Frame* env) {
           }
         } else if (fn.is(Kind::Primitive)) {
           if (isInlineCall(app, fn))
-            return app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env);
-          return callPrimitiveApp(*this, app, fn, env);
+            EVAL_RETURN(app->appArgMask ? inlinePrimitiveOnCalls(*this, app, fn, env) : inlinePrimitiveApp(*this, app, fn, env));
+          EVAL_RETURN(callPrimitiveApp(*this, app, fn, env));
+        } else if (fn.is(Kind::Module)) {
+          EVAL_RETURN(evalModuleCall(*this, app, fn, env, rec));
         } else if (fn.isUnbound() && app->fn->op() == Op::Global) {
           unboundVariable(static_cast<GlobalNode*>(app->fn));
         }
+        if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
         alignas(Value) char argvStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
         Value* argv = argc <= kInlineSlots ? reinterpret_cast<Value*>(argvStore)
                                            : static_cast<Value*>(gcAlloc(argc * sizeof(Value)));
+        if (!fn.is(Kind::Closure)) {
+          // A continuation, a parameter, a host object: each may keep its arguments.
+          for (uint32_t i = 0; i < argc; i++) argv[i] = shareValue(evalSimple(*this, app->args[i], env));
+          recordClosureCall(rec, app, fn);
+          if (fn.is(Kind::Continuation) && isEscapeTarget(*this, fn)) EVAL_RETURN(makeValues(argv, size_t(argc)));
+          EVAL_RETURN(apply(shareValue(fn), argv, int(argc)));
+        }
+        LambdaNode* l = fn.as<Closure>()->code;
         // A tensor builtin's result passed straight to a closure's parameter goes the slower
         // way of bindOwnedTensorCall, which keeps this activation's stack frame small.
-        bool adopt = app->tensorArgMask && fn.is(Kind::Closure) && hasSimpleParams(fn.as<Closure>()->code);
+        uint32_t lent = lendableTo(app, l);
+        bool adopt = app->tensorArgMask && hasSimpleParams(l);
         uint32_t i = 0;
         for (; i < argc; i++) {
           Value g;
           if (adopt && argBit(app->tensorArgMask, i) && isUnboxedTensorCall(app->args[i], &g)) break;
-          argv[i] = evalSimple(*this, app->args[i], env);
+          argv[i] = argBit(lent, i) ? env->slots[static_cast<LocalNode*>(app->args[i])->index]
+                                    : evalSimple(*this, app->args[i], env);
         }
         if (i < argc) {
-          env = bindOwnedTensorCall(*this, app, fn, env, argv, i, frameStore, frameStoreLive, rec);
-          if (--stepsLeft <= 0) safePoint();
-          node = fn.as<Closure>()->code->body;
-          continue;
+          env = bindOwnedTensorCall(*this, app, fn, env, argv, i, frameStore, frameStoreLive, rec,
+                                    ownedEnv && (ownedEnv->small & ownedOwnable) ? ownedEnv : nullptr, ownedOwnable);
+        } else {
+          recordClosureCall(rec, app, fn);
+          uint32_t moved = 0;
+          if (ownedEnv && (ownedEnv->small & ownedOwnable)) moved = retireOwnedFrame(ownedEnv, ownedOwnable, argv, argc);
+          Frame* f = frameForCall(fn, frameStore, frameStoreLive);
+          uint32_t defaulted = bindClosureArgs(*this, fn, f, argv, int(argc));
+          f->small = uint16_t(f->small | ownerBitsAfterBinding(l, f, argv, argc, inFlightArguments(argv, argc, lent, moved),
+                                                               defaulted));
+          env = f;
         }
-        recordClosureCall(rec, app, fn);
-        if (fn.is(Kind::CaseLambda)) fn = selectCaseLambda(fn, int(argc));
-        if (!fn.is(Kind::Closure)) {
-          if (fn.is(Kind::Continuation) && isEscapeTarget(*this, fn)) return makeValues(argv, size_t(argc));
-          if (fn.is(Kind::Module) && app->appArgMask && moduleCallBorrowsArguments)
-            return callModuleReleasingArguments(*this, app, fn, argv, argc);
-          return apply(shareValue(fn), argv, int(argc));
-        }
-        LambdaNode* l = fn.as<Closure>()->code;
-        uint32_t noOwned = 0;
-        Frame* f = frameForCall(fn, frameStore, frameStoreLive, argv, argc, noOwned);
-        bindClosureArgs(*this, fn, f, argv, int(argc));
+        ownedEnv = env;
+        ownedOwnable = l->ownableSlots;
         if (--stepsLeft <= 0) safePoint();
-        env = f;
         node = l->body;
         continue;
       }
@@ -903,7 +830,14 @@ Value Interp::eval(Node* node, Frame* env) {
   }
 }
 
-Value Interp::apply(Value fn, const Value* argv, int argc) {
+#undef EVAL_RETURN
+
+Value Interp::apply(Value fn, const Value* argv, int argc) { return shareValue(applyOwning(fn, argv, argc)); }
+
+// A call made from C++ (a builtin's callback, a module's forward, the embedding API): the
+// closure's parameters borrow the arguments, whose owner is the caller. Its result may be a
+// cell in flight (ownership.hpp): apply marks it shared for callers that are not the evaluator.
+Value Interp::applyOwning(Value fn, const Value* argv, int argc) {
   if (!fn.isObject()) throwError("type-error", "attempt to call a non-procedure:", listFromArray(&fn, 1));
   switch (fn.obj()->kind) {
     case Kind::Primitive: {
@@ -915,30 +849,41 @@ Value Interp::apply(Value fn, const Value* argv, int argc) {
       // on a circular list) stays within maxSteps.
       if (--stepsLeft <= 0) safePoint();
       poll();
+      if (!(p->flags & kPrimBorrowsArgs)) shareArguments(args, uint32_t(argc));
       return p->fn(*this, args, argc, p->info);
     }
     case Kind::CaseLambda:
-      return apply(selectCaseLambda(fn, argc), argv, argc);
+      return applyOwning(selectCaseLambda(fn, argc), argv, argc);
     case Kind::Closure: {
       LambdaNode* l = fn.as<Closure>()->code;
       alignas(16) char store[kFrameStoreBytes];
       Frame* f = frameForOutsideCall(fn, store);
-      bindClosureArgs(*this, fn, f, argv, argc);
+      f->small = 0;
+      f->small = uint16_t(bindClosureArgs(*this, fn, f, argv, argc));
       if (--stepsLeft <= 0) safePoint();
-      // A body such as `(+ x k)` needs no eval activation of its own.
-      return evalSimple(*this, l->body, f);
+      // A body such as `(+ x k)` needs no eval activation of its own; one that binds variables
+      // gets one that owns the frame, so that what its variables own dies with it.
+      Node* body = l->body;
+      if (body->op() == Op::App || body->op() == Op::Const || body->op() == Op::Global) {
+        Value r = evalSimple(*this, body, f);
+        if (f->small & l->ownableSlots) releaseOwnedSlots(f, l->ownableSlots, r);
+        return r;
+      }
+      return evalOwning(body, f, l->ownableSlots);
     }
     case Kind::Continuation: {
       auto* k = fn.as<Continuation>();
       if (!k->valid)
         throwError("error", "continuation invoked after its extent ended (Purple supports escaping continuations only)");
-      throw ContinuationInvoked{k->id, Root(makeValues(argv, size_t(argc)))};
+      Value* shared = static_cast<Value*>(gcAlloc(size_t(argc > 0 ? argc : 1) * sizeof(Value)));
+      for (int i = 0; i < argc; i++) shared[i] = shareValue(argv[i]);
+      throw ContinuationInvoked{k->id, Root(makeValues(shared, size_t(argc)))};
     }
     case Kind::Parameter: {
       auto* p = fn.as<Parameter>();
       if (argc == 0) return p->value;
       // through the converter, as parameterize does: the current ports accept only ports
-      p->value = p->converter.isFalse() ? argv[0] : apply(p->converter, argv, 1);
+      p->value = p->converter.isFalse() ? shareValue(argv[0]) : apply(p->converter, argv, 1);
       return Value::unspecified();
     }
     default:

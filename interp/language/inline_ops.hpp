@@ -119,9 +119,11 @@ __attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op,
         if (!x.is(Kind::Pair)) return false;
         *out = car(x);
         return true;
+      // A tail of a list that owns its tensors (ownership.hpp) is marked shared, with them: the
+      // list cannot tell where its pairs went.
       case InlineBuiltin::Cdr:
         if (!x.is(Kind::Pair)) return false;
-        *out = cdr(x);
+        *out = shareValue(cdr(x));
         return true;
       case InlineBuiltin::Cadr:
         if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
@@ -129,7 +131,7 @@ __attribute__((always_inline)) inline bool inlinePrimitiveBody(InlineBuiltin op,
         return true;
       case InlineBuiltin::Cddr:
         if (!x.is(Kind::Pair) || !cdr(x).is(Kind::Pair)) return false;
-        *out = cddr(x);
+        *out = shareValue(cddr(x));
         return true;
       case InlineBuiltin::VectorLength:
         if (!x.is(Kind::Vector)) return false;

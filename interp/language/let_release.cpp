@@ -14,6 +14,7 @@
 // (a builtin rebound to a closure could keep its argument), and when the body returns the cell
 // itself. An error leaves the tensor to the collector, as before.
 #include "interp/language/let_release.hpp"
+#include "interp/language/node_walk.hpp"
 #include "interp/memory/tensor_value.hpp"
 #include <algorithm>
 #include <vector>
@@ -46,58 +47,15 @@ struct UseCheck {
   }
 
   void walk(Node* n, uint32_t depth) {
-    if (!ok || !n) return;
+    if (!ok) return;
     switch (n->op()) {
-      case Op::Const: case Op::Global: case Op::Reraise:
-        return;
       case Op::Local0: case Op::Local1: case Op::LocalN: case Op::LocalChecked:
         if (refersTo(n, depth)) ok = false;   // a use other than a borrowing builtin's argument
         return;
       case Op::SetLocal: {
         auto* s = static_cast<SetLocalNode*>(n);
         if (s->depth == depth && s->index == slot) ok = false;
-        walk(s->value, depth);
-        return;
-      }
-      case Op::SetGlobal: case Op::DefineGlobal:
-        walk(static_cast<SetGlobalNode*>(n)->value, depth);
-        return;
-      case Op::If: {
-        auto* i = static_cast<IfNode*>(n);
-        walk(i->test, depth);
-        walk(i->then, depth);
-        walk(i->otherwise, depth);
-        return;
-      }
-      case Op::Seq: case Op::And: case Op::Or: {
-        auto* s = static_cast<SeqNode*>(n);
-        for (uint32_t i = 0; i < s->count; i++) walk(s->items[i], depth);
-        return;
-      }
-      case Op::Let: {
-        auto* l = static_cast<LetNode*>(n);
-        for (uint32_t i = 0; i < l->count; i++) walk(l->inits[i], depth);
-        walk(l->body, depth);
-        return;
-      }
-      case Op::Lambda: {
-        auto* l = static_cast<LambdaNode*>(n);
-        for (uint32_t i = 0; i < l->nOptional + l->nKeys; i++) walk(l->defaults ? l->defaults[i] : nullptr, depth + 1);
-        walk(l->body, depth + 1);   // any use in there means a closure may keep the cell
-        return;
-      }
-      case Op::Case: {
-        auto* c = static_cast<CaseNode*>(n);
-        walk(c->key, depth);
-        for (uint32_t i = 0; i < c->count; i++) walk(c->bodies[i], depth);
-        walk(c->otherwise, depth);
-        return;
-      }
-      case Op::Guard: {
-        auto* g = static_cast<GuardNode*>(n);
-        walk(g->body, depth);
-        walk(g->handler, depth);
-        return;
+        break;
       }
       case Op::App: {
         auto* a = static_cast<AppNode*>(n);
@@ -114,8 +72,10 @@ struct UseCheck {
         }
         return;
       }
+      default: break;
     }
-    ok = false;   // a node kind this walk does not know: assume the worst
+    // Any use inside a lambda means a closure may keep the cell: its depth counts from there.
+    forEachChild(n, [&](Node* child, bool inLambda) { walk(child, depth + (inLambda ? 1 : 0)); });
   }
 };
 

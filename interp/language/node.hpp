@@ -65,6 +65,10 @@ struct LambdaNode : Node {
   // eval activation's stack frame (required parameters only, frame not captured and small
   // enough), else UINT32_MAX: the evaluator's commonest closure call tests one field.
   uint32_t directArity;
+  // The slots below 16 that no closure made inside this lambda refers to (ownership.hpp): a
+  // tensor cell such a slot owns dies with the frame, and an argument read from a variable can
+  // be lent to such a parameter without being marked shared.
+  uint16_t ownableSlots;
   Value* keyNames;                   // keywords
   Node** defaults;                   // per optional then key parameter: expression or nullptr
   Node* body;
@@ -105,6 +109,9 @@ struct AppNode : Node {
   uint32_t argc;
   uint32_t appArgMask;               // bit i: argument i is itself an application
   uint32_t tensorArgMask;            // bit i: ... of a global that was a tensor builtin
+  // bit i: argument i is a variable of this frame that the callee may borrow: an ownable slot
+  // (LambdaNode::ownableSlots) that no other argument of this call assigns (ownership.hpp).
+  uint32_t borrowArgMask;
   SourcePos pos;
   AppShapeFn shape;                  // with kAppShaped
   Value expected;                    // the builtin `shape` assumes the operator names
@@ -121,7 +128,9 @@ AppShapeFn appShapeFor(AppNode* app, Value* expected);
 Value callWithEscape(Interp& in, Value proc, Value k);
 
 // Analysis entry points (analyzer.cpp).
-Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize);
+// OWNABLE, when given, gets the top-level frame's ownable slots (ownership.hpp).
+Node* analyzeToplevel(Interp& in, Value form, PositionTable* positions, uint32_t* frameSize,
+                      uint16_t* ownable = nullptr);
 
 std::string primitiveName(Value prim);
 std::string describeProcedure(Value proc);   // for backtraces: "fib", "tensor-add", "lambda"

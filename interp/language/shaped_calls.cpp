@@ -4,6 +4,7 @@
 // and a few loads instead of the evaluator's general dispatch. The tree walker is eval.cpp.
 #include "interp/language/eval_internal.hpp"
 #include "interp/language/inline_ops.hpp"
+#include "interp/language/ownership.hpp"
 #include "interp/memory/tensor_value.hpp"
 #include <array>
 #include <utility>
@@ -32,29 +33,48 @@ template <int K> __attribute__((always_inline)) inline Value shapedOperand(Inter
   }
 }
 
-// After the builtin `fn` returned `result` on operand x, a kInlineCallOperand: a fresh tensor
-// that call made (`(+ (* t 2) 1)` on tensors) is dead at once, as in inlinePrimitiveOnCalls.
-template <int K> __attribute__((always_inline)) inline void releaseFreshOperand(Node* a, Value x, Value fn, Value result) {
-  if constexpr (K == kInlineCallOperand) {
-    if (x == result || !isTensor(x) || !(fn.obj()->flags & kPrimBorrowsArgs)) return;
-    Value g = static_cast<GlobalNode*>(static_cast<AppNode*>(a)->fn)->cell->value;
-    if (g.is(Kind::Primitive) && (g.obj()->flags & kPrimReturnsFresh)) releaseTensor(x);
+constexpr bool isLocalOperand(int k) { return k == kLocal0Operand || k == kLocal1Operand; }
+constexpr bool isCallOperand(int k) { return k == kCallOperand || k == kInlineCallOperand; }
+
+// Operand I of kind K, read from a variable, as the builtin gets it when the inline code
+// declines: in place when lent (ownership.hpp), else marked shared. Constants and the results
+// of calls (cells in flight, which the builtin call frees) are passed as they are.
+template <int K> __attribute__((always_inline)) inline Value asArgument(Value v, uint32_t i, uint32_t lent) {
+  if constexpr (isLocalOperand(K)) return argBit(lent, i) ? v : shareValue(v);
+  else return v;
+}
+
+// A variable's value read before the next operand's call runs: that call could assign the
+// variable and free the cell its slot owned, so the value is marked shared now, unless lent
+// (ownership.hpp: no other operand of a lent variable's call assigns it).
+template <int A, int B> __attribute__((always_inline)) inline Value beforeCallOperand(Value x, uint32_t lent) {
+  if constexpr (isLocalOperand(A) && isCallOperand(B)) return argBit(lent, 0) ? x : shareValue(x);
+  else return x;
+}
+
+// After the inline code computed RESULT on operand X of kind K: a cell in flight that X was
+// (the result of a call) dies, when the builtin borrows its arguments.
+template <int K> __attribute__((always_inline)) inline void dropInFlight(Value x, Value fn, Value result) {
+  if constexpr (isCallOperand(K)) {
+    if (x != result && isSoleOwned(x) && (fn.obj()->flags & kPrimBorrowsArgs)) releaseOwned(x, &result, 1);
   }
 }
 
 template <int Op, int A, int B> Value shapedArithmetic(Interp& in, AppNode* app, Frame* env) {
   Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
   if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);   // rebound
-  Value x = shapedOperand<A>(in, app->args[0], env);
+  // (what is lent is read off the call only where it matters before the fixnum case: `(- n 1)`
+  // and `(< n 2)` pay nothing for it)
+  constexpr bool earlyLent = isLocalOperand(A) && isCallOperand(B);
+  uint32_t lent = earlyLent ? lentToBuiltin(app, fn) : 0;
+  Value x = beforeCallOperand<A, B>(shapedOperand<A>(in, app->args[0], env), lent);
   Value y = shapedOperand<B>(in, app->args[1], env);
   Value r;
   if (fixnumArithmetic(InlineBuiltin(Op), x, y, &r)) return r;
+  if constexpr (!earlyLent) lent = lentToBuiltin(app, fn);
   // not two fixnums (or a bignum product): the builtin, on the values already computed
-  Value argv[2] = {shareValue(x), shareValue(y)};
-  r = callInlineBuiltin(in, app, fn, argv, 2);
-  releaseFreshOperand<A>(app->args[0], x, fn, r);
-  releaseFreshOperand<B>(app->args[1], y, fn, r);
-  return r;
+  Value argv[2] = {asArgument<A>(x, 0, lent), asArgument<B>(y, 1, lent)};
+  return callInlineBuiltin(in, app, fn, argv, 2, lent);
 }
 
 // car, cdr, null?, not, zero?, vector-length... on one operand; quotient, remainder, modulo,
@@ -66,38 +86,34 @@ template <int Op, int A> Value shapedUnary(Interp& in, AppNode* app, Frame* env)
   Value argv[1] = {shapedOperand<A>(in, app->args[0], env)}, r;
   in.poll();
   if (inlinePrimitiveBody(InlineBuiltin(Op), 1, argv, &r)) {
-    releaseFreshOperand<A>(app->args[0], argv[0], fn, r);
+    dropInFlight<A>(argv[0], fn, r);
     return r;
   }
-  Value x = argv[0];
-  argv[0] = shareValue(argv[0]);
-  r = callInlineBuiltin(in, app, fn, argv, 1);
-  releaseFreshOperand<A>(app->args[0], x, fn, r);
-  return r;
+  uint32_t lent = lentToBuiltin(app, fn);
+  argv[0] = asArgument<A>(argv[0], 0, lent);
+  return callInlineBuiltin(in, app, fn, argv, 1, lent);
 }
 
 template <int Op, int A, int B> Value shapedBinary(Interp& in, AppNode* app, Frame* env) {
   Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
   if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
-  Value argv[2] = {shapedOperand<A>(in, app->args[0], env), shapedOperand<B>(in, app->args[1], env)}, r;
+  uint32_t lent = lentToBuiltin(app, fn);
+  Value x = beforeCallOperand<A, B>(shapedOperand<A>(in, app->args[0], env), lent);
+  Value argv[2] = {x, shapedOperand<B>(in, app->args[1], env)}, r;
   in.poll();
   if (inlinePrimitiveBody(InlineBuiltin(Op), 2, argv, &r)) {
-    releaseFreshOperand<A>(app->args[0], argv[0], fn, r);
-    releaseFreshOperand<B>(app->args[1], argv[1], fn, r);
+    dropInFlight<A>(argv[0], fn, r);
+    dropInFlight<B>(argv[1], fn, r);
     return r;
   }
-  Value x = argv[0], y = argv[1];
-  argv[0] = shareValue(argv[0]);
-  argv[1] = shareValue(argv[1]);
-  r = callInlineBuiltin(in, app, fn, argv, 2);
-  releaseFreshOperand<A>(app->args[0], x, fn, r);
-  releaseFreshOperand<B>(app->args[1], y, fn, r);
-  return r;
+  argv[0] = asArgument<A>(argv[0], 0, lent);
+  argv[1] = asArgument<B>(argv[1], 1, lent);
+  return callInlineBuiltin(in, app, fn, argv, 2, lent);
 }
 
 // vector-set! and bytevector-u8-set! on three operands of those kinds: `(vector-set! v i x)`,
-// `(vector-set! r i (vector-ref x i))`. Each operand goes through evalShapedFirst; neither
-// builtin borrows its arguments (the value is kept), so no fresh operand is released.
+// `(vector-set! r i (vector-ref x i))`. Each operand goes through evalShapedFirst, which marks
+// a variable's cell shared; neither builtin borrows its arguments (the value is kept).
 template <int Op> Value shapedTernary(Interp& in, AppNode* app, Frame* env) {
   Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
   if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);
@@ -109,7 +125,7 @@ template <int Op> Value shapedTernary(Interp& in, AppNode* app, Frame* env) {
   argv[2] = evalShapedFirst(in, app->args[2], env);
   in.poll();
   if (inlinePrimitiveBody(InlineBuiltin(Op), 3, argv, &r)) return r;
-  return callInlineBuiltin(in, app, fn, argv, 3);
+  return callInlineBuiltin(in, app, fn, argv, 3, 0);
 }
 
 constexpr bool isUnaryShape(int op) {
@@ -178,7 +194,7 @@ int operandKind(Node* a) {
       Node* f = static_cast<AppNode*>(a)->fn;
       if (f->op() == Op::Global && static_cast<GlobalNode*>(f)->cell->value.is(Kind::Primitive)) {
         // `(+ (* a x) c)`, `(car (cdr l))`: a call of an inline builtin, evaluated as evalSimple
-        // would; a fresh tensor it returns is released after the outer builtin (releaseFreshOperand)
+        // would; a fresh tensor it returns is released after the outer builtin (callInlineBuiltin)
         Value g = static_cast<GlobalNode*>(f)->cell->value;
         auto* inner = static_cast<AppNode*>(a);
         if (g.obj()->small && !(g.obj()->flags & kPrimUnboxedTensor) && inner->argc - 1 < 3 && !inner->tensorArgMask)

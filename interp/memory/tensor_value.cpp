@@ -25,6 +25,9 @@ std::atomic<int64_t> gBytes{0};
 std::atomic<int64_t> gPeak{0};
 std::atomic<int64_t> gCollections{0};
 std::atomic<int64_t> gReleased{0};
+std::atomic<int64_t> gFreedByCollector{0};     // cells whose tensor a finalizer dropped
+std::atomic<int64_t> gBytesFreedEarly{0};      // counted bytes dropped without the collector
+std::atomic<int64_t> gBytesFreedByCollector{0};
 std::atomic<int64_t> gBytesAfterCollect{0};   // host counted + held bytes after the last collection
 std::atomic<int64_t> gDeviceBytes{0};         // the part of gBytes on a device
 std::atomic<int64_t> gDeviceBytesAfterCollect{0};
@@ -151,6 +154,10 @@ void uncharge(TensorObj* cell) {
 void finalizeTensor(void* obj, void*) {
   auto* cell = static_cast<TensorObj*>(obj);
   observeDropped(cell);
+  if (cell->tensor.defined()) {   // (a cell released early has nothing left to free)
+    gFreedByCollector.fetch_add(1, std::memory_order_relaxed);
+    gBytesFreedByCollector.fetch_add(cell->countedBytes, std::memory_order_relaxed);
+  }
   uncharge(cell);
   cell->tensor.~Tensor();
   gLive.fetch_sub(1, std::memory_order_relaxed);
@@ -208,9 +215,14 @@ int64_t chargeFreshStorage(const at::Tensor& t, int64_t replacing = 0, bool repl
   return bytes;
 }
 
-// A statistic only: a plain load and store (no locked instruction on the hot path); a count
-// lost to a race with another thread is harmless.
-void countReleased() { gReleased.store(gReleased.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+// Statistics only: a plain load and store (no locked instruction on the hot path); a count
+// lost to a race with another thread is harmless. BYTES: the storage the release freed, as
+// charged to the accounting (a view's cell was charged nothing: its storage counts where it was
+// made).
+void countReleased(int64_t bytes) {
+  gReleased.store(gReleased.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (bytes) gBytesFreedEarly.store(gBytesFreedEarly.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+}
 }  // namespace
 
 uint32_t openTensorAccount(Interp& in) {
@@ -274,7 +286,7 @@ Value wrapTensor(at::Tensor t) {
   return v;
 }
 
-void noteTensorFreedUnboxed() { countReleased(); }
+void noteTensorFreedUnboxed(const at::Tensor& t) { countReleased(freshStorageBytes(t)); }
 
 void reuseTensorCell(Value old, at::Tensor t) {
   auto* cell = old.as<TensorObj>();
@@ -284,18 +296,21 @@ void reuseTensorCell(Value old, at::Tensor t) {
     cell->extra = 0;
     dropAccount(slot);
   }
+  int64_t freed = cell->countedBytes;
   cell->tensor = at::Tensor();             // the old tensor goes first, as under refcounting
   cell->tensor = std::move(t);
   cell->countedBytes = bytes;
   chargeAccount(cell);
-  countReleased();
+  countReleased(freed);
   observeMade(cell);
 }
+
+std::atomic<bool> gSoleOwnedCellsMade{false};
 
 Value wrapSoleOwnedTensor(at::Tensor t) {
   Value v = wrapTensor(std::move(t));
   // Inside a tensor scope every new tensor must stay recorded in the scope: no reuse there.
-  if (!tensorScopeOpen()) v.obj()->flags = kTensorSoleOwner;
+  if (!tensorScopeOpen()) markSoleOwned(v);
   return v;
 }
 
@@ -322,14 +337,16 @@ void releaseTensor(Value v) {
   auto* cell = v.as<TensorObj>();
   if (!cell->tensor.defined()) return;
   observeDropped(cell);
+  int64_t freed = cell->countedBytes;
   uncharge(cell);
   cell->tensor = at::Tensor();
-  countReleased();
+  countReleased(freed);
 }
 
 TensorMemoryStats tensorMemoryStats() {
   return TensorMemoryStats{gLive.load(), gBytes.load(), gPeak.load(), gCollections.load(), gThreshold.load(), gReleased.load(),
-                           gHeld.load(), gDeviceBytes.load(), deviceThreshold()};
+                           gHeld.load(), gDeviceBytes.load(), deviceThreshold(), gFreedByCollector.load(),
+                           gBytesFreedEarly.load(), gBytesFreedByCollector.load()};
 }
 
 void chargeHeldStorage(int64_t bytes) {

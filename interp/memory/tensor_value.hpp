@@ -3,6 +3,7 @@
 #pragma once
 #include "interp/core/value.hpp"
 #include <ATen/ATen.h>
+#include <atomic>
 
 namespace purple {
 
@@ -33,11 +34,21 @@ inline void dropOverwritten(Value old) {
 // a sole-owned cell whose old tensor is dead, or in a new cell marked sole-owned.
 void reuseTensorCell(Value cell, at::Tensor t);
 Value wrapSoleOwnedTensor(at::Tensor t);
+// Marks V, a tensor cell nobody else holds, sole-owned (language/ownership.hpp says what
+// follows). Until the first cell is so marked, soleOwnedCellsExist() is false and the evaluator
+// skips its ownership steps: code without tensors pays nothing for them.
+extern std::atomic<bool> gSoleOwnedCellsMade;
+inline bool soleOwnedCellsExist() { return gSoleOwnedCellsMade.load(std::memory_order_relaxed); }
+inline void markSoleOwned(Value v) {
+  v.obj()->flags = kTensorSoleOwner;
+  if (!soleOwnedCellsExist()) gSoleOwnedCellsMade.store(true, std::memory_order_relaxed);
+}
 // A fresh result that is passed on or dropped without ever getting a cell still counts
 // against an embedder's tensor-memory budget.
 void checkTensorBudget(const at::Tensor& t);
-// Counts a result freed without ever getting a cell (for gc-stats' tensors-freed-early).
-void noteTensorFreedUnboxed();
+// Counts a result freed without ever getting a cell (for gc-stats' tensors-freed-early and
+// tensor-bytes-freed-early), before T goes.
+void noteTensorFreedUnboxed(const at::Tensor& t);
 
 // Option parsing shared by every tensor builtin.
 at::ScalarType scalarTypeFromValue(Value v, std::string_view who);   // 'float32, "float32", ...
@@ -58,6 +69,9 @@ struct TensorMemoryStats {
   int64_t heldBytes;              // chargeHeldStorage
   int64_t deviceBytes;            // the part of countedBytes on a device (CUDA)
   int64_t deviceThreshold;        // the device storage's collection threshold, paced by cost
+  int64_t freedByCollector;       // cells whose tensor a finalizer dropped
+  int64_t bytesFreedEarly;        // the counted bytes of the cells emptied early
+  int64_t bytesFreedByCollector;  // ... and of those a finalizer emptied
 };
 TensorMemoryStats tensorMemoryStats();
 void setTensorCollectThreshold(int64_t bytes);
