@@ -1,6 +1,7 @@
 // Control: apply, map, for-each, values, call/cc (escaping), dynamic-wind, exceptions, eval,
 // parameters, promises, case-lambda.
 #include "builtins/builtins.hpp"
+#include "interp/language/ownership.hpp"
 #include "builtins/core/checks.hpp"
 #include "interp/core/interp_state.hpp"
 #include "interp/language/node.hpp"
@@ -22,13 +23,20 @@ struct HandlerRestore {
   ~HandlerRestore() { st->handlers = saved; }
 };
 
+// apply keeps none of its arguments (it is kPrimBorrowsArgs): a closure's parameters borrow
+// them, a builtin gets them as any call gives them (applyOwning), and anything else that may keep
+// them (a module with hooks, a continuation) gets them marked shared. Its result may be a value
+// in flight, which the evaluator takes on (interp/language/ownership.hpp).
 Value applyPrim(Interp& in, Value* a, int n, PrimitiveInfo* info) {
   checkArity(info, n);
   ValueVec args(a + 1, a + n - 1);
   Value last = a[n - 1];
   if (!isList(last)) throwTypeError("apply", n, "a list", last);
   for (Value p = last; isPair(p); p = cdr(p)) args.push_back(car(p));
-  return in.apply(a[0], args.data(), int(args.size()));
+  Value proc = a[0];
+  if (!proc.is(Kind::Closure) && !proc.is(Kind::CaseLambda) && !proc.is(Kind::Primitive))
+    for (Value& v : args) shareValue(v);
+  return in.applyOwning(proc, args.data(), int(args.size()));
 }
 
 // Required argument count of a procedure, or -1 when unknown.
@@ -54,16 +62,21 @@ Value mapIterable(Interp& in, Value fn, Value collection, PrimitiveInfo* info, b
   bool spread = requiredArity(fn) == 2;
   ListBuilder results;
   while (true) {
-    Value item = in.apply(next, nullptr, 0);
+    // A batch from a data loader comes as a new list owning its tensors (ownership.hpp): FN
+    // borrows it, or the tensors spread from it, and it dies when FN returns, as Python's loop
+    // variable lets a batch go when the next one comes.
+    Value item = in.applyOwning(next, nullptr, 0);
     if (item.isEof()) break;
-    Value r;
+    Value args[2] = {item, Value::unspecified()};
+    int argc = 1;
     if (spread && isPair(item) && isPair(cdr(item)) && cddr(item).isNil()) {
-      Value args[2] = {car(item), cadr(item)};
-      r = in.apply(fn, args, 2);
-    } else {
-      r = in.apply(fn, &item, 1);
+      args[0] = car(item);
+      args[1] = cadr(item);
+      argc = 2;
     }
-    if (collect) results.add(r);
+    if (collect) results.add(in.apply(fn, args, argc));
+    else applyForEffect(in, fn, args, argc);
+    if (isSoleOwned(item)) releaseOwned(item);
   }
   return collect ? results.head : Value::unspecified();
 }
@@ -78,8 +91,8 @@ Value mapLike(Interp& in, Value* a, int n, PrimitiveInfo* info, bool collect) {
     ListBuilder results;
     for (Value p = a[1]; isPair(p); p = cdr(p)) {
       Value x = car(p);
-      Value r = in.apply(fn, &x, 1);
-      if (collect) results.add(r);
+      if (collect) results.add(in.apply(fn, &x, 1));
+      else applyForEffect(in, fn, &x, 1);
     }
     return collect ? results.head : Value::unspecified();
   }
@@ -92,8 +105,8 @@ Value mapLike(Interp& in, Value* a, int n, PrimitiveInfo* info, bool collect) {
       args[i] = car(lists[i]);
       lists[i] = cdr(lists[i]);
     }
-    Value r = in.apply(fn, args.data(), int(args.size()));
-    if (collect) results.add(r);
+    if (collect) results.add(in.apply(fn, args.data(), int(args.size())));
+    else applyForEffect(in, fn, args.data(), int(args.size()));
   }
 }
 
@@ -151,7 +164,7 @@ Value force(Interp& in, Value v) {
 
 void registerControl(Registry& r) {
   r.defRaw("apply", "(proc arg :rest args)", applyPrim,
-           "Calls PROC with the ARGs followed by the elements of the last argument, a list.");
+           "Calls PROC with the ARGs followed by the elements of the last argument, a list.", kPrimBorrowsArgs);
   r.defRaw("map", "(proc list :rest lists)",
            [](Interp& in, Value* a, int n, PrimitiveInfo* info) { return mapLike(in, a, n, info, true); },
            "Applies PROC elementwise to the LISTs and returns the list of results; stops at the shortest list.");

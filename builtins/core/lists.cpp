@@ -4,6 +4,7 @@
 // map, for-each and apply belong to the evaluator (control.cpp). Everything here copes with
 // improper and circular arguments by raising a Purple error that names the procedure.
 #include "builtins/builtins.hpp"
+#include "interp/language/ownership.hpp"
 #include "builtins/core/checks.hpp"
 #include "interp/language/inline_ops.hpp"
 #include "interp/language/equality.hpp"
@@ -23,7 +24,11 @@ namespace {
 inline bool truthy(Value v) { return v.isTrue(); }
 
 Value call1(Interp& in, Value f, Value a) { return in.apply(f, {a}); }
-Value call2(Interp& in, Value f, Value a, Value b) { return in.apply(f, {a, b}); }
+// (F A B) in a fold whose accumulator is B: a cell in flight B was dies when F is done with it.
+Value call2(Interp& in, Value f, Value a, Value b) {
+  Value args[2] = {a, b};
+  return applyReplacing(in, f, args, 2, b);
+}
 
 // Walks several lists in step (SRFI-1 semantics: stops at the end of the shortest). The cursors
 // live in GC memory because the callbacks between steps allocate.
@@ -94,6 +99,9 @@ Value primCxr(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
     if (!isPair(v)) typeError(name, 0, "a list structure deep enough for " + name, argv[0]);
     v = name[i] == 'a' ? car(v) : cdr(v);
   }
+  // (cddr x) may be a tail of a list that owns its tensors: the tail is marked shared, as the
+  // evaluator's inline cdr does (interp/language/ownership.hpp); an element is returned as it is.
+  if (name[1] == 'd' && isPair(v)) shareValue(v);
   return v;
 }
 Value primSetCar(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
@@ -343,7 +351,7 @@ void registerLists(Registry& r) {
     inlineInEvaluator(r.interp(), name, op);
 
   // ---- construction ----
-  r.defRaw("list", "(:rest objs)", primList, "A newly allocated list of the arguments.");
+  r.defRaw("list", "(:rest objs)", primList, "A newly allocated list of the arguments.", kPrimMakesList);
   r.defRaw("cons*", "(obj . objs)", primConsStar,
            "Like list, but the last argument is the tail: (cons* 1 2 '(3 4)) => (1 2 3 4).");
   r.alias("list*", "cons*");
@@ -474,7 +482,7 @@ void registerLists(Registry& r) {
           if (!isPair(p)) rangeError("list-ref", 1, k, "the list is too short");
           return car(p);
         },
-        "Element K (counting from 0) of LIST.");
+        "Element K (counting from 0) of LIST.", kPrimBorrowsArgs);
   r.def("list-set!", "(list k obj)",
         [](Value l, Value k, Value obj) {
           Value p = nth("list-set!", l, indexArg("list-set!", 1, k));
@@ -532,7 +540,7 @@ void registerLists(Registry& r) {
           while (isPair(cdr(l))) l = cdr(l);
           return car(l);
         },
-        "The last element of the non-empty LIST.");
+        "The last element of the non-empty LIST.", kPrimBorrowsArgs);
   static const char* const kOrdinals[] = {"first", "second", "third", "fourth", "fifth",
                                           "sixth", "seventh", "eighth", "ninth", "tenth"};
   for (int i = 0; i < 10; i++) {
@@ -545,14 +553,14 @@ void registerLists(Registry& r) {
             return car(p);
           },
           "Element " + std::to_string(i + 1) + " of LIST: (" + name + " l) is (list-ref l " +
-              std::to_string(i) + ").");
+              std::to_string(i) + ").",
+          kPrimBorrowsArgs);
   }
 
   // ---- membership and association ----
-  r.defRaw("memq", "(obj list)", primMemq,
-           "The first tail of LIST whose car is eq? to OBJ, or #f.", kPrimBorrowsArgs);
-  r.defRaw("memv", "(obj list)", primMemv,
-           "The first tail of LIST whose car is eqv? to OBJ, or #f.", kPrimBorrowsArgs);
+  // (a tail may leave with the result: memq and memv keep their list)
+  r.defRaw("memq", "(obj list)", primMemq, "The first tail of LIST whose car is eq? to OBJ, or #f.");
+  r.defRaw("memv", "(obj list)", primMemv, "The first tail of LIST whose car is eqv? to OBJ, or #f.");
   r.def("member", "(obj list :optional compare)",
         [](Interp& in, Value x, Value l, Value cmp) {
           Equiv same = Equiv::from("member", 2, cmp);
@@ -773,7 +781,7 @@ void registerLists(Registry& r) {
           int n = c.count();
           while (c.next()) {
             c.args()[n] = acc;
-            acc = in.apply(kons.value, c.args(), n + 1);
+            acc = applyReplacing(in, kons.value, c.args(), n + 1, acc);
           }
           return acc;
         },
@@ -784,7 +792,7 @@ void registerLists(Registry& r) {
           Cursors c("fold-left", 2, listsOf(l1, more));
           while (c.next(1)) {
             c.args()[0] = acc;
-            acc = in.apply(f.value, c.args(), c.count() + 1);
+            acc = applyReplacing(in, f.value, c.args(), c.count() + 1, acc);
           }
           return acc;
         },
@@ -813,7 +821,7 @@ void registerLists(Registry& r) {
           for (size_t k = len; k-- > 0;) {
             std::copy(rows + k * n, rows + (k + 1) * n, args);
             args[n] = acc;
-            acc = in.apply(f.value, args, n + 1);
+            acc = applyReplacing(in, f.value, args, n + 1, acc);
           }
           return acc;
         },

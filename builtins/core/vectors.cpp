@@ -1,6 +1,7 @@
 // Vectors and bytevectors: R7RS (scheme base), plus vector sorting and a few common extras
 // (vector-count, vector-index, vector-grow, subvector, bytevector->list ...).
 #include "builtins/builtins.hpp"
+#include "interp/language/ownership.hpp"
 #include "builtins/core/checks.hpp"
 #include "interp/language/inline_ops.hpp"
 
@@ -243,7 +244,7 @@ void registerVectors(Registry& r) {
           int k;
           size_t n = gatherVectors("vector-for-each", v1, more, vecs, k);
           Value* args = gcValues(size_t(k));
-          for (size_t i = 0; i < n && stepVectors(vecs, k, i, args); i++) in.apply(f.value, args, k);
+          for (size_t i = 0; i < n && stepVectors(vecs, k, i, args); i++) applyForEffect(in, f.value, args, k);
         },
         "Calls (PROC e1 e2 ...) on the elements of the VECTORS in step, in order, for effect.");
   r.def("vector-count", "(pred vector . vectors)",

@@ -758,7 +758,8 @@ void registerData(Registry& r) {
           return result;
         },
         "The next batch of ITERATOR as a list of tensors (one per dataset field), or the eof "
-        "object after the last one.");
+        "object after the last one.",
+        kPrimReturnsFreshList);
   r.def("%batch-iterator-close!", "(iterator)",
         [](Value iv) { foreignArg<BatchIterator>(iv, "batch-iterator", "%batch-iterator-close!", 1)->shutdown(); },
         "Stops ITERATOR's prefetch thread now (it is also stopped when the iterator is collected).");
@@ -767,7 +768,8 @@ void registerData(Registry& r) {
         "Combines a list of SAMPLES into a batch: tensors are stacked along a new dim 0; numbers "
         "become a tensor (int64 when all are exact integers, bool when all booleans, else "
         "float32); samples that are lists (or vectors) of fields are collated field by field "
-        "into a list; anything else is returned as the list of samples.");
+        "into a list; anything else is returned as the list of samples.",
+        kPrimReturnsFreshList);
   r.def("%collate-start", "(samples :optional (pin-memory #f))",
         [](Value samples, bool pin) -> Value {
           auto job = std::make_unique<CollateJob>();
@@ -782,7 +784,8 @@ void registerData(Registry& r) {
   r.def("%collate-finish", "(job)",
         [](Value jv) { return foreignArg<CollateJob>(jv, "collate-job", "%collate-finish", 1)->finish(); },
         "Waits for the collate JOB started by %collate-start and returns its batch, as default-collate "
-        "would have; a failure in the background comes back as a data-error.");
+        "would have; a failure in the background comes back as a data-error.",
+        kPrimReturnsFreshList);
   r.def("rename-file", "(old new)",
         [](std::string from, std::string to) {
           requireFileAccess("rename-file");

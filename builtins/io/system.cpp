@@ -174,6 +174,9 @@ void registerSystem(Registry& r) {
     Value items[] = {entry("live-tensors", t.liveTensors), entry("tensor-bytes", t.countedBytes),
                      entry("peak-tensor-bytes", t.peakCountedBytes), entry("tensor-collections", t.collections),
                      entry("tensor-gc-threshold", t.threshold), entry("tensors-freed-early", t.released),
+                     entry("tensors-freed-by-collector", t.freedByCollector),
+                     entry("tensor-bytes-freed-early", t.bytesFreedEarly),
+                     entry("tensor-bytes-freed-by-collector", t.bytesFreedByCollector),
                      entry("module-bytes", t.heldBytes), entry("device-tensor-bytes", t.deviceBytes),
                      entry("device-gc-threshold", t.deviceThreshold),
                      entry("heap-bytes", g.heapBytes), entry("free-bytes", g.freeBytes),
@@ -182,6 +185,9 @@ void registerSystem(Registry& r) {
                      entry("interned-symbols", int64_t(internedSymbolCount()))};
     return listFromArray(items, sizeof items / sizeof items[0]);
   }, "An alist of memory facts: live tensors and their bytes (device-tensor-bytes: those on a GPU), "
+     "how tensors went: freed early, when the evaluator saw their last reference die "
+     "(tensors-freed-early, tensor-bytes-freed-early), or by the collector (tensors-freed-by-collector, "
+     "tensor-bytes-freed-by-collector; a storage's bytes count once, on the tensor that made it), "
      "collections and the tensor bytes that trigger one (tensor-gc-threshold; device-gc-threshold for "
      "GPU storage, paced by the collections' cost), heap size, the bytes allocated on it since "
      "the process began (allocated-bytes: the difference across a call is what the call allocated), the bytes "

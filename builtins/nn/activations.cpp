@@ -39,7 +39,7 @@ void registerActivations(Registry& r) {
           double d = realArg(x, "activation", 1);
           return makeFlonum(d > 0 ? d : 0.0);
         },
-        "(relu) makes a ReLU module; (relu x) is max(0, X) for a tensor or a number.");
+        "(relu) makes a ReLU module; (relu x) is max(0, X) for a tensor or a number.", kPrimTensorFunction);
   r.def("gelu", "(:optional x :key (approximate \"none\"))",
         [](Value x, std::string approx) -> Value {
           if (approx != "none" && approx != "tanh") throwError("value-error", "gelu: :approximate must be \"none\" or \"tanh\", got \"" + approx + "\"");
@@ -59,7 +59,7 @@ void registerActivations(Registry& r) {
           if (!isNumber(x)) throwTypeError("sigmoid", 1, "a tensor or a real number", x);
           return makeFlonum(1.0 / (1.0 + std::exp(-realArg(x, "activation", 1))));
         },
-        "(sigmoid) makes a Sigmoid module; (sigmoid x) is 1/(1+e^-X) for a tensor or a number.");
+        "(sigmoid) makes a Sigmoid module; (sigmoid x) is 1/(1+e^-X) for a tensor or a number.", kPrimTensorFunction);
   r.def("tanh", "(:optional x)",
         [](Value x) -> Value {
           if (x.isMissing()) return makeLayer<torch::nn::TanhImpl>("Tanh");
@@ -67,7 +67,7 @@ void registerActivations(Registry& r) {
           if (!isNumber(x)) throwTypeError("tanh", 1, "a tensor or a real number", x);
           return makeFlonum(std::tanh(realArg(x, "activation", 1)));
         },
-        "(tanh) makes a Tanh module; (tanh x) is the hyperbolic tangent of a tensor or a number.");
+        "(tanh) makes a Tanh module; (tanh x) is the hyperbolic tangent of a tensor or a number.", kPrimTensorFunction);
   r.def("softmax", "(a :optional b)",
         [](Value a, Value b) -> Value {
           if (isTensor(a)) return wrapTensor(at::softmax(tensorArg(a, "softmax", 1), intOr(b, "softmax", 2, -1)));
@@ -75,7 +75,7 @@ void registerActivations(Registry& r) {
           int64_t d = intArg(a, "softmax", 1);
           return makeLayer<torch::nn::SoftmaxImpl>("Softmax", torch::nn::SoftmaxOptions(d), "dim=" + std::to_string(d));
         },
-        "(softmax dim) makes a Softmax module over DIM; (softmax x [dim]) applies it to X (DIM defaults to -1).");
+        "(softmax dim) makes a Softmax module over DIM; (softmax x [dim]) applies it to X (DIM defaults to -1).", kPrimTensorFunction);
   r.def("log-softmax", "(a :optional b)",
         [](Value a, Value b) -> Value {
           if (isTensor(a)) return wrapTensor(at::log_softmax(tensorArg(a, "log-softmax", 1), intOr(b, "log-softmax", 2, -1)));
@@ -83,7 +83,7 @@ void registerActivations(Registry& r) {
           int64_t d = intArg(a, "log-softmax", 1);
           return makeLayer<torch::nn::LogSoftmaxImpl>("LogSoftmax", torch::nn::LogSoftmaxOptions(d), "dim=" + std::to_string(d));
         },
-        "(log-softmax dim) makes a LogSoftmax module over DIM; (log-softmax x [dim]) applies it to X (DIM defaults to -1).");
+        "(log-softmax dim) makes a LogSoftmax module over DIM; (log-softmax x [dim]) applies it to X (DIM defaults to -1).", kPrimTensorFunction);
   r.def("softmin", "(a :optional b)",
         [](Value a, Value b) -> Value {
           if (isTensor(a)) return wrapTensor(at::softmax(-tensorArg(a, "softmin", 1), intOr(b, "softmin", 2, -1)));
@@ -91,7 +91,7 @@ void registerActivations(Registry& r) {
           int64_t d = intArg(a, "softmin", 1);
           return makeFnLayer("Softmin", "dim=" + std::to_string(d), [d](const Module&, const at::Tensor& x) { return at::softmax(-x, d); });
         },
-        "(softmin dim) makes a Softmin module over DIM; (softmin x [dim]) is softmax(-X) directly (DIM defaults to -1).");
+        "(softmin dim) makes a Softmin module over DIM; (softmin x [dim]) is softmax(-X) directly (DIM defaults to -1).", kPrimTensorFunction);
 
   r.def("prelu", "(:optional a b :key (init 0.25))",
         [](Value a, Value b, double init) -> Value {
@@ -107,7 +107,7 @@ void registerActivations(Registry& r) {
         },
         "(prelu [num-parameters] :init 0.25) makes a PReLU module (torch.nn.PReLU): max(0, x) + a min(0, x) with a "
         "learnable slope a, one shared (NUM-PARAMETERS 1) or one per channel (dimension 1 of the input), starting at "
-        ":init. (prelu x weight) applies it with slopes WEIGHT directly.");
+        ":init. (prelu x weight) applies it with slopes WEIGHT directly.", kPrimTensorFunction);
 
   r.def("identity", "(:optional x)",
         [](Value x) -> Value {
@@ -115,7 +115,7 @@ void registerActivations(Registry& r) {
           return x;
         },
         "(identity) makes an Identity module (torch.nn.Identity), which returns its argument: a placeholder in a "
-        "sequential or when a layer is switched off. (identity x) returns X.");
+        "sequential or when a layer is switched off. (identity x) returns X.", kPrimTensorFunction);
 
   // Activations with numeric options: (NAME opt ...) is a module, (NAME x opt ...) applies it.
   struct Spec {

@@ -126,7 +126,7 @@ void registerConvolutions(Registry& r) {
               dilation, groups, bias, mode);
         },
         std::string("(conv1d in-channels out-channels kernel-size :stride :padding :dilation :groups :bias :padding-mode) "
-                    "makes a Conv1d module over (N, C, L) input") + convDoc);
+                    "makes a Conv1d module over (N, C, L) input") + convDoc, kPrimTensorFunction);
   r.def("conv2d", "(a b :optional c :key stride padding dilation groups bias padding-mode)",
         [](Interp&, Value a, Value b, Value c, Value stride, Value padding, Value dilation, Value groups, Value bias,
            Value mode) {
@@ -135,7 +135,7 @@ void registerConvolutions(Registry& r) {
               dilation, groups, bias, mode);
         },
         std::string("(conv2d in-channels out-channels kernel-size :stride :padding :dilation :groups :bias :padding-mode) "
-                    "makes a Conv2d module over (N, C, H, W) input") + convDoc);
+                    "makes a Conv2d module over (N, C, H, W) input") + convDoc, kPrimTensorFunction);
   r.def("conv3d", "(a b :optional c :key stride padding dilation groups bias padding-mode)",
         [](Interp&, Value a, Value b, Value c, Value stride, Value padding, Value dilation, Value groups, Value bias,
            Value mode) {
@@ -144,7 +144,7 @@ void registerConvolutions(Registry& r) {
               dilation, groups, bias, mode);
         },
         std::string("(conv3d in-channels out-channels kernel-size :stride :padding :dilation :groups :bias :padding-mode) "
-                    "makes a Conv3d module over (N, C, D, H, W) input") + convDoc);
+                    "makes a Conv3d module over (N, C, D, H, W) input") + convDoc, kPrimTensorFunction);
 
   const char* transposedDoc =
       " (torch.nn.ConvTransposeNd, the gradient of a convolution with respect to its input): weight "
@@ -159,7 +159,7 @@ void registerConvolutions(Registry& r) {
               stride, padding, outPadding, dilation, groups, bias);
         },
         std::string("(conv-transpose1d in-channels out-channels kernel-size :stride :padding :output-padding :dilation "
-                    ":groups :bias) makes a ConvTranspose1d module over (N, C, L) input") + transposedDoc);
+                    ":groups :bias) makes a ConvTranspose1d module over (N, C, L) input") + transposedDoc, kPrimTensorFunction);
   r.def("conv-transpose2d", "(a b :optional c :key stride padding output-padding dilation groups bias)",
         [](Value a, Value b, Value c, Value stride, Value padding, Value outPadding, Value dilation, Value groups,
            Value bias) -> Value {
@@ -168,7 +168,7 @@ void registerConvolutions(Registry& r) {
               stride, padding, outPadding, dilation, groups, bias);
         },
         std::string("(conv-transpose2d in-channels out-channels kernel-size :stride :padding :output-padding :dilation "
-                    ":groups :bias) makes a ConvTranspose2d module over (N, C, H, W) input") + transposedDoc);
+                    ":groups :bias) makes a ConvTranspose2d module over (N, C, H, W) input") + transposedDoc, kPrimTensorFunction);
   r.def("conv-transpose3d", "(a b :optional c :key stride padding output-padding dilation groups bias)",
         [](Value a, Value b, Value c, Value stride, Value padding, Value outPadding, Value dilation, Value groups,
            Value bias) -> Value {
@@ -177,7 +177,7 @@ void registerConvolutions(Registry& r) {
               stride, padding, outPadding, dilation, groups, bias);
         },
         std::string("(conv-transpose3d in-channels out-channels kernel-size :stride :padding :output-padding :dilation "
-                    ":groups :bias) makes a ConvTranspose3d module over (N, C, D, H, W) input") + transposedDoc);
+                    ":groups :bias) makes a ConvTranspose3d module over (N, C, D, H, W) input") + transposedDoc, kPrimTensorFunction);
 
   r.def("conv2d-layer", "(in-channels out-channels kernel-size x :key (stride 1) (padding 0) (bias #t))",
         [](int64_t in, int64_t out, IntList k, const at::Tensor& x, IntList stride, IntList padding, bool bias) {

@@ -56,6 +56,12 @@ struct PurpleModule : Module, ModuleForward {
     RunningGuard g(this);
     return in.apply(forwardProc.get(), argv, argc);
   }
+  bool forwardBorrows() const override { return bool(forwardProc); }
+  bool returnsNewValues() const override { return false; }   // whatever the procedure returns
+  Value forwardBorrowing(Interp& in, const Value* argv, int argc) override {
+    RunningGuard g(this);
+    return in.applyOwning(forwardProc.get(), argv, argc);
+  }
 };
 
 // A plain container of numbered children (PyTorch's ModuleList): no forward.

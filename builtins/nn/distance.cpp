@@ -57,7 +57,7 @@ void registerDistances(Registry& r) {
         },
         "(cosine-similarity x1 x2 :dim 1 :eps 1e-8): x1 . x2 / max(|x1| |x2|, eps) along DIM, the two broadcast "
         "together (torch.nn.functional.cosine_similarity). (cosine-similarity :dim :eps) makes a CosineSimilarity "
-        "module, applied as (m x1 x2).");
+        "module, applied as (m x1 x2).", kPrimTensorFunction);
   r.alias("tensor-cosine-similarity", "cosine-similarity");
   r.def("pairwise-distance", "(:optional x1 x2 :key (p 2.0) (eps 1e-6) (keepdim #f))",
         [](Value a, Value b, double p, double eps, bool keepdim) -> Value {
@@ -73,7 +73,7 @@ void registerDistances(Registry& r) {
         },
         "(pairwise-distance x1 x2 :p 2.0 :eps 1e-6 :keepdim #f): the p-norm of x1 - x2 + eps over the last dimension "
         "(torch.nn.functional.pairwise_distance). (pairwise-distance :p :eps :keepdim) makes a PairwiseDistance "
-        "module, applied as (m x1 x2).");
+        "module, applied as (m x1 x2).", kPrimTensorFunction);
   r.def("tensor-normalize", "(x :key (p 2.0) (dim 1) (eps 1e-12))",
         [](const at::Tensor& x, double p, int64_t dim, double eps) {
           if (x.dim() == 0) throwError("value-error", "tensor-normalize: X must have at least one dimension");

@@ -41,6 +41,7 @@ struct EmbeddingBagLayer : Layer<torch::nn::EmbeddingBagImpl> {
     return wrapTensor(torch::nn::EmbeddingBagImpl::forward(input, off, optTensor(weights, who, 3)));
   }
   bool hasTensorForward() const override { return false; }
+  bool returnsNewValues() const override { return true; }
 };
 
 }  // namespace
@@ -67,7 +68,7 @@ void registerEmbeddings(Registry& r) {
         },
         "(embedding num-embeddings embedding-dim :padding-idx :max-norm ...) makes an Embedding module (torch.nn."
         "Embedding: a lookup table applied to integer tensors; the row at :padding-idx gets no gradient); (embedding "
-        "indices weight :padding-idx ...) looks INDICES up in WEIGHT directly.");
+        "indices weight :padding-idx ...) looks INDICES up in WEIGHT directly.", kPrimTensorFunction);
 
   r.def("embedding-bag",
         "(a b :optional c :key mode max-norm (norm-type 2.0) (scale-grad-by-freq #f) (sparse #f) per-sample-weights "

@@ -57,49 +57,49 @@ void registerInit(Registry& r) {
           torch::nn::init::xavier_uniform_(initTarget(t, "init-xavier-uniform!"), gain);
           return t;
         },
-        "Fills tensor T in place from U(-a, a), a = gain * sqrt(6 / (fan-in + fan-out)) (Glorot). Returns T.");
+        "Fills tensor T in place from U(-a, a), a = gain * sqrt(6 / (fan-in + fan-out)) (Glorot). Returns T.", kPrimTensorFunction);
   r.def("init-xavier-normal!", "(t :key (gain 1.0))",
         [](Value t, double gain) {
           torch::nn::init::xavier_normal_(initTarget(t, "init-xavier-normal!"), gain);
           return t;
         },
-        "Fills tensor T in place from N(0, std^2), std = gain * sqrt(2 / (fan-in + fan-out)) (Glorot). Returns T.");
+        "Fills tensor T in place from N(0, std^2), std = gain * sqrt(2 / (fan-in + fan-out)) (Glorot). Returns T.", kPrimTensorFunction);
   r.def("init-normal!", "(t :optional (mean 0.0) (std 1.0))",
         [](Value t, double mean, double std) {
           torch::nn::init::normal_(initTarget(t, "init-normal!"), mean, std);
           return t;
         },
-        "Fills tensor T in place from N(MEAN, STD^2). Returns T.");
+        "Fills tensor T in place from N(MEAN, STD^2). Returns T.", kPrimTensorFunction);
   r.def("init-uniform!", "(t :optional (low 0.0) (high 1.0))",
         [](Value t, double lo, double hi) {
           torch::nn::init::uniform_(initTarget(t, "init-uniform!"), lo, hi);
           return t;
         },
-        "Fills tensor T in place from U(LOW, HIGH). Returns T.");
+        "Fills tensor T in place from U(LOW, HIGH). Returns T.", kPrimTensorFunction);
   r.def("init-zeros!", "(t)",
         [](Value t) {
           torch::nn::init::zeros_(initTarget(t, "init-zeros!"));
           return t;
         },
-        "Fills tensor T with zeros in place. Returns T.");
+        "Fills tensor T with zeros in place. Returns T.", kPrimTensorFunction);
   r.def("init-ones!", "(t)",
         [](Value t) {
           torch::nn::init::ones_(initTarget(t, "init-ones!"));
           return t;
         },
-        "Fills tensor T with ones in place. Returns T.");
+        "Fills tensor T with ones in place. Returns T.", kPrimTensorFunction);
   r.def("init-constant!", "(t value)",
         [](Value t, double v) {
           torch::nn::init::constant_(initTarget(t, "init-constant!"), v);
           return t;
         },
-        "Fills tensor T with VALUE in place. Returns T.");
+        "Fills tensor T with VALUE in place. Returns T.", kPrimTensorFunction);
   r.def("init-orthogonal!", "(t :key (gain 1.0))",
         [](Value t, double gain) {
           torch::nn::init::orthogonal_(initTarget(t, "init-orthogonal!"), gain);
           return t;
         },
-        "Fills tensor T (at least 2-d) in place with a (semi-)orthogonal matrix scaled by GAIN. Returns T.");
+        "Fills tensor T (at least 2-d) in place with a (semi-)orthogonal matrix scaled by GAIN. Returns T.", kPrimTensorFunction);
 
 
   // ---- seed conveniences ----

@@ -16,6 +16,7 @@
 // table or a file path.
 #include "builtins/nn/layer.hpp"
 #include "builtins/builtins.hpp"
+#include "interp/language/ownership.hpp"
 #include "interp/core/gc.hpp"
 #include "interp/language/borrowing_calls.hpp"
 #include "interp/language/printer.hpp"
@@ -296,6 +297,31 @@ struct SequentialModule : Module, ModuleForward {
     for (auto& item : items) t = callModuleTensor(item.second, t);
     return t;
   }
+  // It keeps none of its arguments when none of its items does (asked at every call: a hook may
+  // come on an item at any time).
+  bool forwardBorrows() const override {
+    for (const auto& item : items) {
+      auto* f = dynamic_cast<ModuleForward*>(item.second.get());
+      if (!f || !f->forwardBorrows() || moduleHasHooks(*item.second)) return false;
+    }
+    return true;
+  }
+
+  // Item M on ARG: a new cell for T (MADE), or the previous item's result. An item that keeps no
+  // argument borrows it, and it dies when the item returns, unless returned, as an intermediate
+  // does in Python (interp/language/ownership.hpp): a cell made here, or a result that came in
+  // flight; a shared result is left to the collector.
+  static Value callItem(Interp& in, const ModulePtr& m, Value arg, bool made) {
+    auto* f = dynamic_cast<ModuleForward*>(m.get());
+    if (!f || !f->forwardBorrows() || moduleHasHooks(*m)) {
+      Value shared = shareValue(arg);
+      return callModule(in, m, &shared, 1);
+    }
+    if (made) markSoleOwned(arg);
+    Value r = runNamed(m.get(), f, [&]() -> Value { return f->forwardBorrowing(in, &arg, 1); });
+    if (r != arg && isSoleOwned(arg)) releaseOwned(arg, &r, 1);
+    return r;
+  }
 
   Value forward(Interp& in, const Value* argv, int argc) override {
     if (items.empty()) {
@@ -310,7 +336,7 @@ struct SequentialModule : Module, ModuleForward {
       t = tensorIn(argv[0], "Sequential", 1);
       haveT = true;
     } else {
-      v = callModule(in, items[0].second, argv, argc);
+      v = callModule(in, items[0].second, argv, argc);   // (the caller's arguments: shared or lent)
       i = 1;
       if (isTensor(v) && tensorOf(v).defined()) t = tensorOf(v), haveT = true;
     }
@@ -323,8 +349,8 @@ struct SequentialModule : Module, ModuleForward {
         vIsT = false;
         continue;
       }
-      Value arg = haveT ? (vIsT ? v : wrapTensor(t)) : v;
-      v = callModule(in, items[i].second, &arg, 1);
+      bool made = haveT && !vIsT;
+      v = callItem(in, items[i].second, made ? wrapTensor(t) : v, made);
       haveT = isTensor(v) && tensorOf(v).defined();
       if (haveT) t = tensorOf(v);
       vIsT = true;
@@ -345,13 +371,23 @@ Value moduleApplyHook(Interp& in, Value fn, const Value* argv, int argc) {
 }
 
 // A one-tensor layer (LibTorch's, a function layer, a sequential of them) takes its argument's
-// tensor and wraps its result in a new cell, or returns the argument cell itself; it keeps no
-// argument cell. Hooks see the arguments and may keep them: a module with hooks does not borrow.
+// tensor and wraps its result in a new cell, or returns the argument cell itself; a
+// define-module forward's parameters borrow their arguments (ModuleForward::forwardBorrows).
+// Neither keeps an argument cell. Hooks see the arguments and may keep them: a module with hooks
+// does not borrow.
 bool moduleBorrowsArguments(Value fn) {
   if (!isModule(fn)) return false;
   const ModulePtr& m = moduleArg(fn, "apply", 0);
   auto* f = dynamic_cast<ModuleForward*>(m.get());
-  return f && f->hasTensorForward() && !moduleHasHooks(*m);
+  return f && f->forwardBorrows() && !moduleHasHooks(*m);
+}
+
+// Calls a module moduleBorrowsArguments accepted, as callModule would (its errors name it).
+Value callBorrowingModuleNow(Interp& in, Value fn, const Value* argv, int argc, bool* fresh) {
+  ModulePtr keep = moduleArg(fn, "apply", 0);   // the cell may become garbage while its forward runs
+  auto* f = dynamic_cast<ModuleForward*>(keep.get());
+  *fresh = f->returnsNewValues();
+  return runNamed(keep.get(), f, [&]() -> Value { return f->forwardBorrowing(in, argv, argc); });
 }
 
 }  // namespace
@@ -363,6 +399,7 @@ void registerNnModules(Registry& r) {
     gPreviousApplyHook = Interp::extensionApplyHook;
     Interp::extensionApplyHook = &moduleApplyHook;
     moduleCallBorrowsArguments = &moduleBorrowsArguments;
+    callBorrowingModule = &callBorrowingModuleNow;
   }
 
   r.def("linear", "(in-features out-features :key (bias #t))",
@@ -379,7 +416,7 @@ void registerNnModules(Registry& r) {
           return makeLayer<torch::nn::FlattenImpl>("Flatten", torch::nn::FlattenOptions().start_dim(start).end_dim(end));
         },
         "(flatten :start-dim 1 :end-dim -1) makes a Flatten module (torch.nn.Flatten: keeps the batch dimension); "
-        "(flatten x) applies it to X. tensor-flatten flattens from dimension 0.");
+        "(flatten x) applies it to X. tensor-flatten flattens from dimension 0.", kPrimTensorFunction);
 
   r.def("sequential", "(. modules)",
         [](RestArgs rest) -> Value {

@@ -96,7 +96,7 @@ void registerNormalization(Registry& r) {
         },
         "(layer-norm normalized-shape :eps 1e-5 :elementwise-affine #t) makes a LayerNorm module (torch.nn.LayerNorm: "
         "normalizes over the trailing NORMALIZED-SHAPE dimensions); (layer-norm x normalized-shape [weight bias] :eps "
-        "1e-5) normalizes X directly.");
+        "1e-5) normalizes X directly.", kPrimTensorFunction);
 
   r.def("group-norm", "(a b :optional c d :key (eps 1e-5) (affine #t))",
         [](Value a, Value b, Value c, Value d, double eps, bool affine) -> Value {
@@ -110,7 +110,7 @@ void registerNormalization(Registry& r) {
         },
         "(group-norm num-groups num-channels :eps 1e-5 :affine #t) makes a GroupNorm module (torch.nn.GroupNorm): "
         "NUM-CHANNELS split into NUM-GROUPS groups, each normalized over its channels and spatial dimensions; "
-        "(group-norm x num-groups [weight bias] :eps 1e-5) normalizes X directly.");
+        "(group-norm x num-groups [weight bias] :eps 1e-5) normalizes X directly.", kPrimTensorFunction);
 }
 
 }  // namespace nnlayer

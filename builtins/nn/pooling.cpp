@@ -50,6 +50,7 @@ struct IndexedPool : Layer<Impl> {
     return pair(std::get<0>(r), std::get<1>(r));
   }
   bool hasTensorForward() const override { return false; }
+  bool returnsNewValues() const override { return true; }
 };
 
 template <size_t D, class Impl, class Options>
@@ -216,19 +217,19 @@ void registerPooling(Registry& r) {
           return maxPoolOrModule<1, MaxPool1dImpl, MaxPool1dOptions>("max-pool1d", "MaxPool1d", a, b, stride, padding, dilation, ceil, ri);
         },
         std::string("(max-pool1d kernel-size :stride :padding :dilation :ceil-mode :return-indices) makes a MaxPool1d "
-                    "module over (N, C, L) input.") + maxDoc);
+                    "module over (N, C, L) input.") + maxDoc, kPrimTensorFunction);
   r.def("max-pool2d", "(a :optional b :key stride padding dilation ceil-mode (return-indices #f))",
         [](Value a, Value b, Value stride, Value padding, Value dilation, Value ceil, bool ri) {
           return maxPoolOrModule<2, MaxPool2dImpl, MaxPool2dOptions>("max-pool2d", "MaxPool2d", a, b, stride, padding, dilation, ceil, ri);
         },
         std::string("(max-pool2d kernel-size :stride :padding :dilation :ceil-mode :return-indices) makes a MaxPool2d "
-                    "module over (N, C, H, W) input.") + maxDoc);
+                    "module over (N, C, H, W) input.") + maxDoc, kPrimTensorFunction);
   r.def("max-pool3d", "(a :optional b :key stride padding dilation ceil-mode (return-indices #f))",
         [](Value a, Value b, Value stride, Value padding, Value dilation, Value ceil, bool ri) {
           return maxPoolOrModule<3, MaxPool3dImpl, MaxPool3dOptions>("max-pool3d", "MaxPool3d", a, b, stride, padding, dilation, ceil, ri);
         },
         std::string("(max-pool3d kernel-size :stride :padding :dilation :ceil-mode :return-indices) makes a MaxPool3d "
-                    "module over (N, C, D, H, W) input.") + maxDoc);
+                    "module over (N, C, D, H, W) input.") + maxDoc, kPrimTensorFunction);
 
   const char* avgDoc =
       " KERNEL-SIZE, :stride (default: the kernel size) and :padding (0) are an integer or one per spatial "
@@ -240,21 +241,21 @@ void registerPooling(Registry& r) {
                                                                       countPad, Value::missing());
         },
         std::string("(avg-pool1d kernel-size :stride :padding :ceil-mode :count-include-pad) makes an AvgPool1d module "
-                    "over (N, C, L) input.") + avgDoc);
+                    "over (N, C, L) input.") + avgDoc, kPrimTensorFunction);
   r.def("avg-pool2d", "(a :optional b :key stride padding ceil-mode count-include-pad divisor-override)",
         [](Value a, Value b, Value stride, Value padding, Value ceil, Value countPad, Value divisor) {
           return avgPoolOrModule<2, AvgPool2dImpl, AvgPool2dOptions>("avg-pool2d", "AvgPool2d", a, b, stride, padding, ceil,
                                                                       countPad, divisor);
         },
         std::string("(avg-pool2d kernel-size :stride :padding :ceil-mode :count-include-pad :divisor-override) makes an "
-                    "AvgPool2d module over (N, C, H, W) input.") + avgDoc);
+                    "AvgPool2d module over (N, C, H, W) input.") + avgDoc, kPrimTensorFunction);
   r.def("avg-pool3d", "(a :optional b :key stride padding ceil-mode count-include-pad divisor-override)",
         [](Value a, Value b, Value stride, Value padding, Value ceil, Value countPad, Value divisor) {
           return avgPoolOrModule<3, AvgPool3dImpl, AvgPool3dOptions>("avg-pool3d", "AvgPool3d", a, b, stride, padding, ceil,
                                                                       countPad, divisor);
         },
         std::string("(avg-pool3d kernel-size :stride :padding :ceil-mode :count-include-pad :divisor-override) makes an "
-                    "AvgPool3d module over (N, C, D, H, W) input.") + avgDoc);
+                    "AvgPool3d module over (N, C, D, H, W) input.") + avgDoc, kPrimTensorFunction);
 
   const char* adaptiveDoc =
       " OUTPUT-SIZE is an integer or one per spatial dimension, where #f keeps that dimension of the input. With a "
@@ -264,38 +265,38 @@ void registerPooling(Registry& r) {
           return adaptivePoolOrModule<1, AdaptiveAvgPool1dImpl, AdaptiveAvgPool1dOptions>("adaptive-avg-pool1d", "AdaptiveAvgPool1d", false, a, b, false);
         },
         std::string("(adaptive-avg-pool1d output-size) makes an AdaptiveAvgPool1d module: averages (N, C, L) input "
-                    "into OUTPUT-SIZE bins.") + adaptiveDoc);
+                    "into OUTPUT-SIZE bins.") + adaptiveDoc, kPrimTensorFunction);
   r.def("adaptive-avg-pool2d", "(a :optional b)",
         [](Value a, Value b) {
           return adaptivePoolOrModule<2, AdaptiveAvgPool2dImpl, AdaptiveAvgPool2dOptions>("adaptive-avg-pool2d", "AdaptiveAvgPool2d", false, a, b, false);
         },
         std::string("(adaptive-avg-pool2d output-size) makes an AdaptiveAvgPool2d module: averages (N, C, H, W) input "
-                    "into OUTPUT-SIZE bins.") + adaptiveDoc);
+                    "into OUTPUT-SIZE bins.") + adaptiveDoc, kPrimTensorFunction);
   r.def("adaptive-avg-pool3d", "(a :optional b)",
         [](Value a, Value b) {
           return adaptivePoolOrModule<3, AdaptiveAvgPool3dImpl, AdaptiveAvgPool3dOptions>("adaptive-avg-pool3d", "AdaptiveAvgPool3d", false, a, b, false);
         },
         std::string("(adaptive-avg-pool3d output-size) makes an AdaptiveAvgPool3d module over (N, C, D, H, W) input.") +
-            adaptiveDoc);
+            adaptiveDoc, kPrimTensorFunction);
   r.def("adaptive-max-pool1d", "(a :optional b :key (return-indices #f))",
         [](Value a, Value b, bool ri) {
           return adaptivePoolOrModule<1, AdaptiveMaxPool1dImpl, AdaptiveMaxPool1dOptions>("adaptive-max-pool1d", "AdaptiveMaxPool1d", true, a, b, ri);
         },
         std::string("(adaptive-max-pool1d output-size :return-indices #f) makes an AdaptiveMaxPool1d module: the "
                     "maximum of (N, C, L) input over OUTPUT-SIZE bins; with :return-indices #t it returns (output "
-                    "indices).") + adaptiveDoc);
+                    "indices).") + adaptiveDoc, kPrimTensorFunction);
   r.def("adaptive-max-pool2d", "(a :optional b :key (return-indices #f))",
         [](Value a, Value b, bool ri) {
           return adaptivePoolOrModule<2, AdaptiveMaxPool2dImpl, AdaptiveMaxPool2dOptions>("adaptive-max-pool2d", "AdaptiveMaxPool2d", true, a, b, ri);
         },
         std::string("(adaptive-max-pool2d output-size :return-indices #f) makes an AdaptiveMaxPool2d module over (N, C, "
-                    "H, W) input; with :return-indices #t it returns (output indices).") + adaptiveDoc);
+                    "H, W) input; with :return-indices #t it returns (output indices).") + adaptiveDoc, kPrimTensorFunction);
   r.def("adaptive-max-pool3d", "(a :optional b :key (return-indices #f))",
         [](Value a, Value b, bool ri) {
           return adaptivePoolOrModule<3, AdaptiveMaxPool3dImpl, AdaptiveMaxPool3dOptions>("adaptive-max-pool3d", "AdaptiveMaxPool3d", true, a, b, ri);
         },
         std::string("(adaptive-max-pool3d output-size :return-indices #f) makes an AdaptiveMaxPool3d module over (N, C, "
-                    "D, H, W) input; with :return-indices #t it returns (output indices).") + adaptiveDoc);
+                    "D, H, W) input; with :return-indices #t it returns (output indices).") + adaptiveDoc, kPrimTensorFunction);
 }
 
 }  // namespace nnlayer

@@ -114,6 +114,7 @@ struct RecurrentLayer : Impl, ModuleForward {
   using Impl::Impl;
   std::string tname;
   std::string typeName() const override { return tname; }
+  bool returnsNewValues() const override { return true; }
   void pretty_print(std::ostream& s) const override { s << tname << "(" << rnnRepr(this->options_base) << ")"; }
   Value forward(Interp&, const Value* argv, int argc) override {
     if (argc < 1 || argc > 2) throwError("arity-error", tname + ": forward takes an input and an optional hidden state");
@@ -137,6 +138,7 @@ struct RecurrentLayer : Impl, ModuleForward {
 struct LstmLayer : torch::nn::LSTMImpl, ModuleForward {
   using torch::nn::LSTMImpl::LSTMImpl;
   std::string typeName() const override { return "LSTM"; }
+  bool returnsNewValues() const override { return true; }
   void pretty_print(std::ostream& s) const override { s << "LSTM(" << rnnRepr(options_base) << ")"; }
   Value forward(Interp&, const Value* argv, int argc) override {
     const std::string who = "LSTM";
@@ -211,6 +213,7 @@ struct CellLayer : Impl, ModuleForward {
 struct LstmCellLayer : torch::nn::LSTMCellImpl, ModuleForward {
   using torch::nn::LSTMCellImpl::LSTMCellImpl;
   std::string typeName() const override { return "LSTMCell"; }
+  bool returnsNewValues() const override { return true; }
   void pretty_print(std::ostream& s) const override { s << "LSTMCell(" << cellRepr(options_base, "") << ")"; }
   Value forward(Interp&, const Value* argv, int argc) override {
     const std::string who = "LSTMCell";

@@ -143,7 +143,7 @@ void registerResampling(Registry& r) {
         "X padded (torch.nn.functional.pad): PADDING lists (left right) amounts for the last dimension, then (top "
         "bottom) for the one before, and so on; negative amounts crop. :mode \"constant\" (the default: fill with "
         ":value, 0 by default), \"reflect\" (mirror without repeating the edge), \"replicate\" (repeat the edge) or "
-        "\"circular\" (wrap around); the last three pad the last 1 to 3 dimensions of a batched or unbatched input.");
+        "\"circular\" (wrap around); the last three pad the last 1 to 3 dimensions of a batched or unbatched input.", kPrimTensorFunction);
 
   defPadModule(r, "constant-pad1d", "ConstantPad1d", 1, "constant", true,
                "(constant-pad1d padding value) makes a ConstantPad1d module: pads the last dimension by PADDING (one integer "
@@ -193,7 +193,7 @@ void registerResampling(Registry& r) {
         "(3-d input), \"bilinear\" or \"bicubic\" (4-d), \"trilinear\" (5-d), \"area\" or \"nearest-exact\". "
         ":align-corners #t aligns the centres of the corner pixels (interpolating modes only; default #f). "
         ":recompute-scale-factor #t computes the scale from the output size; :antialias #t (bilinear, bicubic) "
-        "filters when downsampling.");
+        "filters when downsampling.", kPrimTensorFunction);
   r.def("upsample", "(:key size scale-factor mode align-corners recompute-scale-factor)",
         [](Value size, Value scale, Value mode, Value align, Value recompute) {
           const std::string who = "upsample";
@@ -223,7 +223,7 @@ void registerResampling(Registry& r) {
                              [f](const Module&, const at::Tensor& x) { return at::pixel_shuffle(x, f); });
         },
         "(pixel-shuffle r) makes a PixelShuffle module (torch.nn.PixelShuffle): rearranges (*, C r^2, H, W) into (*, C, "
-        "H r, W r), the sub-pixel convolution upscaling; (pixel-shuffle x r) does it directly.");
+        "H r, W r), the sub-pixel convolution upscaling; (pixel-shuffle x r) does it directly.", kPrimTensorFunction);
   r.def("pixel-unshuffle", "(a :optional b)",
         [](Value a, Value b) -> Value {
           const std::string who = "pixel-unshuffle";
@@ -235,7 +235,7 @@ void registerResampling(Registry& r) {
                              [f](const Module&, const at::Tensor& x) { return at::pixel_unshuffle(x, f); });
         },
         "(pixel-unshuffle r) makes a PixelUnshuffle module (torch.nn.PixelUnshuffle), the inverse of pixel-shuffle: "
-        "(*, C, H r, W r) into (*, C r^2, H, W); (pixel-unshuffle x r) does it directly.");
+        "(*, C, H r, W r) into (*, C r^2, H, W); (pixel-unshuffle x r) does it directly.", kPrimTensorFunction);
 }
 
 }  // namespace nnlayer

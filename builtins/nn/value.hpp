@@ -52,6 +52,15 @@ class ModuleForward {
   // cell per intermediate result; only called when hasTensorForward() is true.
   virtual bool hasTensorForward() const { return false; }
   virtual at::Tensor tensorForward(const at::Tensor& x);
+  // A forward that keeps none of its argument cells, as a define-module forward (a Purple
+  // procedure, whose parameters borrow them: interp/language/ownership.hpp) does: the evaluator
+  // then lends it arguments read from variables, and takes its result as it comes, possibly a
+  // cell in flight (forwardBorrowing). Layers with a tensor forward borrow too.
+  virtual bool forwardBorrows() const { return returnsNewValues(); }
+  // Its result is always new: a new tensor cell, or a new list of new cells (a recurrent layer's
+  // (output h-n)), unless it is an argument passed through (dropout in eval mode).
+  virtual bool returnsNewValues() const { return hasTensorForward(); }
+  virtual Value forwardBorrowing(Interp& in, const Value* argv, int argc) { return forward(in, argv, argc); }
   // The short type name, PyTorch's: "Linear", "Sequential", the name given to define-module ...
   virtual std::string typeName() const = 0;
   // Methods besides forward (define-module's method clauses, a TorchScript module's methods):

@@ -178,7 +178,7 @@ void registerTensorIndexing(Registry& r) {
         "Sets the entries of X selected by INDICES (a list of index items as for tensor-index, "
         "or one item such as a mask tensor) to VALUES (a tensor that broadcasts, or a number); "
         "returns X. With :accumulate #t, VALUES are added instead (repeated indices add up). "
-        "Example: (tensor-index-put! x (list 0 :all) 5) is x[0, :] = 5.");
+        "Example: (tensor-index-put! x (list 0 :all) 5) is x[0, :] = 5.", kPrimTensorFunction);
   r.def("tensor-index-select", "(x dim index)",
         [](const at::Tensor& x, int64_t dim, const at::Tensor& index) { return at::index_select(x, dim, index); },
         "The entries of X along DIM at the positions in the 1-d integer tensor INDEX.");
@@ -215,7 +215,7 @@ void registerTensorIndexing(Registry& r) {
           else x.masked_fill_(mask, value.scalar);
           return xv;
         },
-        "Sets X to VALUE where the bool tensor MASK is #t, in place; returns X.");
+        "Sets X to VALUE where the bool tensor MASK is #t, in place; returns X.", kPrimTensorFunction);
   r.def("tensor-masked-select", "(x mask)",
         [](const at::Tensor& x, const at::Tensor& mask) { return at::masked_select(x, mask); },
         "A 1-d tensor of the elements of X where the bool tensor MASK (broadcast) is #t.");

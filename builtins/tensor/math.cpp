@@ -392,7 +392,7 @@ void registerTensorMath(Registry& r) {
           else x.add_(b.scalar, alpha);
           return xv;
         },
-        "Adds ALPHA * OTHER to X in place and returns X.");
+        "Adds ALPHA * OTHER to X in place and returns X.", kPrimTensorFunction);
   r.def("tensor-sub!", "(x other :key (alpha 1))",
         [](Value xv, TS b, at::Scalar alpha) {
           const at::Tensor& x = target(xv, "tensor-sub!");
@@ -400,7 +400,7 @@ void registerTensorMath(Registry& r) {
           else x.sub_(b.scalar, alpha);
           return xv;
         },
-        "Subtracts ALPHA * OTHER from X in place and returns X.");
+        "Subtracts ALPHA * OTHER from X in place and returns X.", kPrimTensorFunction);
   PURPLE_INPLACE_BIN("tensor-mul!", mul_, "Multiplies X by OTHER in place and returns X.");
   PURPLE_INPLACE_BIN("tensor-div!", div_, "Divides X by OTHER in place and returns X (X must be floating point).");
   PURPLE_INPLACE_BIN("tensor-pow!", pow_, "Raises X to OTHER in place and returns X.");
@@ -411,7 +411,7 @@ void registerTensorMath(Registry& r) {
           target(xv, "tensor-copy!").copy_(src);
           return xv;
         },
-        "Copies the elements of SRC (broadcast, converted to X's dtype and device) into X; returns X.");
+        "Copies the elements of SRC (broadcast, converted to X's dtype and device) into X; returns X.", kPrimTensorFunction);
   r.def("tensor-clamp!", "(x :key min max)",
         [](Value xv, std::optional<TS> lo, std::optional<TS> hi) {
           const at::Tensor& x = target(xv, "tensor-clamp!");
@@ -424,7 +424,7 @@ void registerTensorMath(Registry& r) {
                      hi ? c10::optional<at::Tensor>(clampBound(*hi, x)) : c10::nullopt);
           return xv;
         },
-        "Limits X to [:min, :max] in place and returns X.");
+        "Limits X to [:min, :max] in place and returns X.", kPrimTensorFunction);
 #define PURPLE_INPLACE_UN(NAME, METHOD, DOC) \
   r.def(NAME, "(x)", [](Value xv) { target(xv, NAME).METHOD(); return xv; }, DOC)
   PURPLE_INPLACE_UN("tensor-zero!", zero_, "Sets every element of X to zero and returns X.");
@@ -444,13 +444,13 @@ void registerTensorMath(Registry& r) {
           target(xv, "tensor-uniform!").uniform_(from, to);
           return xv;
         },
-        "Fills X with uniform random numbers in [:from, :to) and returns X.");
+        "Fills X with uniform random numbers in [:from, :to) and returns X.", kPrimTensorFunction);
   r.def("tensor-normal!", "(x :key (mean 0.0) (std 1.0))",
         [](Value xv, double mean, double stdev) {
           target(xv, "tensor-normal!").normal_(mean, stdev);
           return xv;
         },
-        "Fills X with normal random numbers (:mean, :std) and returns X.");
+        "Fills X with normal random numbers (:mean, :std) and returns X.", kPrimTensorFunction);
 #undef PURPLE_UNARY
   r.def("tensor-nan-to-num", "(x :key (nan 0.0) posinf neginf)",
         [](const at::Tensor& x, double nan, std::optional<double> posinf, std::optional<double> neginf) {
