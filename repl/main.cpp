@@ -47,6 +47,8 @@ const char* kUsage =
     "                  standard error, folded stacks in PREFIX.folded, a flame graph in PREFIX.svg\n"
     "  --profile-out PREFIX    where --profile writes (default: purple-profile)\n"
     "  --track-tensor-memory   record where every tensor is made, for (tensor-memory-report)\n"
+    "  --memory-stats          when the program ends, print how its tensors were freed: early, as\n"
+    "                  their last reference died, or by the collector (tensor-memory-summary)\n"
     "  --install-kernel [--user|--system|--prefix DIR]\n"
     "                  register the Jupyter kernel (purple-kernel) for this user or everybody\n"
     "  --nproc-per-node N SCRIPT ARGS...   run SCRIPT as N ranks of a distributed job (purple-run --help)\n"
@@ -121,7 +123,7 @@ int run(const std::vector<std::string>& args) {
   using namespace purple;
   std::string script, expr, preload;
   std::vector<std::string> scriptArgs, libDirs;
-  bool sandbox = false, profile = false, trackTensorMemory = false;
+  bool sandbox = false, profile = false, trackTensorMemory = false, memoryStats = false;
   std::string profilePrefix = "purple-profile";
   Limits budgets;
   // `purple check` and `purple --lsp` are tools of their own (tools/); a script named check
@@ -160,6 +162,8 @@ int run(const std::vector<std::string>& args) {
       profilePrefix = args[++i];
     } else if (a == "--track-tensor-memory") {
       trackTensorMemory = true;
+    } else if (a == "--memory-stats") {
+      memoryStats = true;
     } else if (a == "--max-seconds" || a == "--max-steps" || a == "--max-memory" || a == "--max-tensor-bytes") {
       if (i + 1 >= args.size()) return badValue(a, "");
       const std::string& v = args[++i];
@@ -254,6 +258,14 @@ int run(const std::vector<std::string>& args) {
       }
     } catch (const Exit& e) {
       status = e.code();
+    }
+    if (memoryStats) {
+      try {
+        in.eval("(%print-memory-stats)", "<memory-stats>");
+      } catch (const Exit&) {
+      } catch (const Error& e) {
+        repl::reportError(in, e);
+      }
     }
     try {
       in.flush();
