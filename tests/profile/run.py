@@ -112,6 +112,8 @@ def names(purple, tmp):
     check("net.layer1 (Sequential)" in procedures, "its submodule layer1 is named by its path, net.layer1, and type")
     check("net.layer1.0.fc (Linear)" in procedures,
           "a submodule called inside a block that sequential ran is named by its whole path, net.layer1.0.fc")
+    check(re.search(r"^\s*\S+ s\s+\S+%\s+\S+ s\s+\S+%\s+(Sequential|Linear)\b", procedures, re.M) is None,
+          "inside fit too, every module is named from the model (no Sequential or Linear at the root of a path)")
     check(f"do loop (line {do_line}) in train" in procedures and "do-loop" not in procedures,
           f"the do loop is named by its procedure and line (do loop (line {do_line}) in train), not a gensym")
     line_rows = [l for l in lines.splitlines() if re.match(r"\s*[\d.]+ s", l)]
