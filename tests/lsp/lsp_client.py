@@ -132,6 +132,22 @@ def own_features(c, tmp):
     check("documentSymbol: the selection range is the name",
           train.get("selectionRange") == dict(start=dict(line=0, character=9), end=dict(line=0, character=14)),
           train.get("selectionRange"))
+    vision = "(import (purple vision))\n(define net (resnet18 :num-classes 3))\n"
+    vuri = "file://" + os.path.join(tmp, "vision.purple")
+    c.open(vuri, vision)
+    r = c.request("textDocument/hover", position(vuri, 1, 15))
+    value = (r.get("result") or {}).get("contents", {}).get("value", "")
+    check("hover: a name of a built-in library", "(resnet18 :key (num-classes 1000))" in value and "ResNet-18" in value, value)
+    r = c.request("textDocument/signatureHelp", position(vuri, 1, 36))
+    res = r.get("result") or {}
+    sig = (res.get("signatures") or [{}])[0]
+    labels = [sig["label"][p["label"][0]:p["label"][1]] for p in sig.get("parameters", [])]
+    check("signatureHelp: a procedure of a built-in library, its keyword active",
+          labels and res.get("activeParameter") is not None and res["activeParameter"] < len(labels)
+          and labels[res["activeParameter"]].startswith("(num-classes"), (sig.get("label"), labels, res.get("activeParameter")))
+    r = c.request("textDocument/completion", position(vuri, 1, 27))
+    labels = [i["label"] for i in r["result"]["items"]]
+    check("completion: keywords of an imported procedure", labels == [":num-classes"], labels)
     helper = symbols.get("helper", {})
     h_line, _ = line_of(OWN, "(define (helper . args)")
     check("documentSymbol: ... of a form over two lines", helper.get("range", {}).get("end") == dict(line=h_line + 1, character=17),
