@@ -159,7 +159,7 @@ if [ "$mode" = --shell ]; then
 fi
 if [ "$mode" = --prepare ]; then
   t0=$(date +%s)
-  in_root bash /src/purple/scripts/install-deps.sh
+  in_root bash /src/purple/scripts/install-deps.sh   # its list is the root's too (neovim, emacs ... for tests/editors/)
   log "packages ready in $(elapsed "$t0")"
   exit 0
 fi

@@ -25,8 +25,9 @@ packages=(
   libpython3-dev python3-torchvision python3-sklearn python3-matplotlib
   # onnx.checker for export-onnx (tests python/onnx)
   python3-onnx
-  # editors: purple-mode's ERT tests and the language server driven by eglot (tests/editors/)
-  emacs-nox elpa-eglot
+  # editors: purple-mode's ERT tests and the language server driven by eglot and by Neovim's
+  # client (tests/editors/)
+  emacs-nox elpa-eglot neovim
 )
 # What differs between Debian releases, by /etc/os-release's VERSION_CODENAME: Debian 12
 # (bookworm: LibTorch 1.13, Python 3.11, xeus 2.4) and Debian 13 (trixie: LibTorch 2.6, Python

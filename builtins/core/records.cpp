@@ -30,6 +30,7 @@ void registerRecords(Registry& r) {
     t->small = 0;
     t->extra = uint32_t(n);
     t->name = name;
+    t->printer = Value::f();
     t->fields = makeVector(n);
     size_t i = 0;
     for (Value p = fields; isPair(p); p = cdr(p)) {
@@ -92,6 +93,12 @@ void registerRecords(Registry& r) {
                      "a record of type " + toWriteString(type.as<RecordType>()->name), obj);
     obj.as<Record>()->fields[index] = value;
   }, "Internal: sets field INDEX of record OBJ.");
+  r.def("set-record-type-printer!", "(type printer)", [](Value type, Value printer) {
+    RecordType* t = recordType(type, "set-record-type-printer!");
+    if (!printer.isFalse() && !isProcedure(printer)) throwTypeError("set-record-type-printer!", 2, "a procedure or #f", printer);
+    t->printer = printer;
+  }, "Makes display and write show the records of TYPE as the string (PRINTER record) gives, where\n"
+     "they would show their fields (#f goes back to the fields). A report's printer gives its text table.");
   r.def("record?", "(obj)", [](Value v) { return v.is(Kind::Record); }, "True if OBJ is a record.");
   r.def("record-type-name", "(type)", [](Value t) { return recordType(t, "record-type-name")->name; },
         "The name of record type TYPE.");

@@ -46,8 +46,9 @@ void checkName(const std::string& name) {
 // The local header must say what the central directory says: the same name, the same method
 // and the same sizes -- or, when the sizes follow the data (flag bit 3, as torch.save writes),
 // zero sizes there and a data descriptor after the data that agrees. Otherwise a reader walking
-// the local headers and one reading the directory see different archives.
-void checkLocalHeader(const uint8_t* d, uint64_t fileSize, const ZipReader::Entry& e) {
+// the local headers and one reading the directory see different archives. Returns where the
+// entry's record ends (after its data and data descriptor).
+uint64_t checkLocalHeader(const uint8_t* d, uint64_t fileSize, const ZipReader::Entry& e) {
   const uint8_t* h = d + e.headerOffset;
   uint64_t avail = fileSize - e.headerOffset;
   uint16_t flags = u16(h + 6), method = u16(h + 8), nameLen = u16(h + 26), extraLen = u16(h + 28);
@@ -79,16 +80,26 @@ void checkLocalHeader(const uint8_t* d, uint64_t fileSize, const ZipReader::Entr
   }
   if (!(flags & 8)) {
     if (csize != e.compressedSize || usize != e.size) differs("sizes");
-    return;
+    return e.dataOffset + e.compressedSize;
   }
   if ((csize || usize) && (csize != e.compressedSize || usize != e.size)) differs("sizes");
   // The data descriptor: an optional signature, the CRC, then 4-byte sizes (8-byte in zip64).
   uint64_t p = e.dataOffset + e.compressedSize;
   if (p + 4 <= fileSize && u32(d + p) == 0x08074b50) p += 4;
-  bool ok = false;
-  if (p + 12 <= fileSize && u32(d + p) == e.crc && u32(d + p + 4) == e.compressedSize && u32(d + p + 8) == e.size) ok = true;
-  if (!ok && p + 20 <= fileSize && u32(d + p) == e.crc && u64(d + p + 4) == e.compressedSize && u64(d + p + 12) == e.size) ok = true;
-  if (!ok) differs("CRC or sizes (its data descriptor is missing or says otherwise)");
+  if (p + 12 <= fileSize && u32(d + p) == e.crc && u32(d + p + 4) == e.compressedSize && u32(d + p + 8) == e.size) return p + 12;
+  if (p + 20 <= fileSize && u32(d + p) == e.crc && u64(d + p + 4) == e.compressedSize && u64(d + p + 12) == e.size) return p + 20;
+  differs("CRC or sizes (its data descriptor is missing or says otherwise)");
+  return p;
+}
+
+// The bytes between the records the central directory lists (and before the directory) must
+// hold no local file header: an entry the directory leaves out is one that a reader walking the
+// local headers (a streaming unzip) sees and a reader of the directory does not.
+void checkNoHiddenEntries(const uint8_t* d, uint64_t from, uint64_t to) {
+  for (uint64_t p = from; p + 4 <= to; p++)
+    if (d[p] == 'P' && u32(d + p) == 0x04034b50)
+      fail("corrupt or hostile archive: a local file entry at byte " + std::to_string(p) +
+           " is not in the central directory (refusing an archive that two readers would read differently)");
 }
 
 }  // namespace
@@ -175,7 +186,7 @@ ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) 
     if (data > size || e.compressedSize > size - data)
       fail("entry " + e.name + " runs past the end of the file (truncated: the file has " + std::to_string(size) + " bytes)");
     e.dataOffset = data;
-    checkLocalHeader(d, size, e);
+    e.endOffset = checkLocalHeader(d, size, e);
     checkName(e.name);
     // One deflate stream expands at most ~1032 times; refuse big claims far past what the
     // compressed bytes can honestly hold.
@@ -192,6 +203,12 @@ ZipReader::ZipReader(std::shared_ptr<MappedFile> file) : file_(std::move(file)) 
   for (size_t i = 1; i < sorted.size(); i++)
     if (sorted[i]->headerOffset < sorted[i - 1]->dataOffset + sorted[i - 1]->compressedSize)
       fail("entries " + sorted[i - 1]->name + " and " + sorted[i]->name + " overlap: refusing a probable zip bomb");
+  uint64_t from = 0;
+  for (const Entry* e : sorted) {
+    if (e->headerOffset > from) checkNoHiddenEntries(d, from, e->headerOffset);
+    from = std::max(from, e->endOffset);
+  }
+  if (cdOffset > from) checkNoHiddenEntries(d, from, cdOffset);
 }
 
 const ZipReader::Entry* ZipReader::find(const std::string& name) const {

@@ -24,6 +24,7 @@ class ZipReader {
     uint64_t compressedSize = 0, size = 0;
     uint64_t headerOffset = 0;  // local header
     uint64_t dataOffset = 0;    // first byte of the (compressed) data
+    uint64_t endOffset = 0;     // just after its data and data descriptor
   };
 
   // Throws FormatError when FILE is not a well-formed zip archive.

@@ -1,5 +1,5 @@
 // Source as data with positions, for `purple check` and the language server (tools/): the
-// reader's side table of positions, the embedded prelude's text, and where the procedural macro
+// reader's side table of positions, the embedded prelude's and libraries' text, and where the procedural macro
 // being expanded was called (shape contracts name it in their errors).
 #include "builtins/io/source.hpp"
 #include "builtins/core/hashtable.hpp"
@@ -14,10 +14,18 @@ namespace purple {
 struct PreludeSource { const char* name; const char* text; };
 extern const PreludeSource kPreludeSources[];
 extern const std::size_t kPreludeSourceCount;
+extern const PreludeSource kLibrarySources[];
+extern const std::size_t kLibrarySourceCount;
 
 namespace {
 
 Value linePair(const SourcePos& p) { return cons(Value::fixnum(p.line), Value::fixnum(p.col)); }
+
+Value sourceList(const PreludeSource* sources, std::size_t n) {
+  Value l = Value::nil();
+  for (size_t i = n; i-- > 0;) l = cons(cons(makeString(sources[i].name), makeString(sources[i].text)), l);
+  return l;
+}
 
 }  // namespace
 
@@ -51,12 +59,11 @@ void registerSourceTools(Registry& r) {
      "(datum line column) for each top-level datum; POSITIONS is an eq hash table from every list cell\n"
      "read to (line . column) of its car; ERROR is #f or (message line column) of the first read error\n"
      "(FORMS then holds the data before it). Used by purple check and the language server.");
-  r.def("%prelude-sources", "()", []() {
-    Value l = Value::nil();
-    for (size_t i = kPreludeSourceCount; i-- > 0;)
-      l = cons(cons(makeString(kPreludeSources[i].name), makeString(kPreludeSources[i].text)), l);
-    return l;
-  }, "Internal: the prelude compiled into this Purple, as (file-name . text) pairs in load order.");
+  r.def("%prelude-sources", "()", []() { return sourceList(kPreludeSources, kPreludeSourceCount); },
+        "Internal: the prelude compiled into this Purple, as (file-name . text) pairs in load order.");
+  r.def("%library-sources", "()", []() { return sourceList(kLibrarySources, kLibrarySourceCount); },
+        "Internal: the files of the libraries built into Purple (lib/), as (path . text) pairs, PATH\n"
+        "relative to lib/ (\"purple/vision.sld\"). Used by purple check and the language server.");
   r.def("%macro-call-position", "()", []() -> Value {
     const SourcePos& p = currentMacroCallPosition();
     if (p.line <= 0) return Value::f();

@@ -4,6 +4,7 @@
 #include "builtins/io/source.hpp"
 #include "interp/core/symbol_table.hpp"
 #include "builtins/core/special_forms.hpp"
+#include "interp/language/library.hpp"
 #include "interp/core/gc.hpp"
 #include "interp/core/interp_state.hpp"
 #include "interp/language/node.hpp"
@@ -34,6 +35,28 @@ Value sandboxRuleValue(const SandboxRule& rule) {
   Value items[] = {intern(kinds[int(rule.kind)]), needs, makeString(rule.touches), makeString(rule.how)};
   return listFromArray(items, 4);
 }
+std::vector<std::string> boundNamesContaining(Interp& in, const std::string& text) {
+  std::vector<std::string> names;
+  in.forEachGlobal([&](Value key, GlobalCell* c) {
+    if (c->value.isUnbound()) return;
+    std::string_view n = symbolName(key);
+    if (n.find(text) != std::string_view::npos) names.emplace_back(n);
+  });
+  return names;
+}
+
+// The names LIB exports that contain TEXT and are not bound here (imported already, they are
+// among the bound names).
+std::vector<std::string> libraryNamesContaining(Interp& in, const BuiltInLibrary& lib, const std::string& text) {
+  std::vector<std::string> names;
+  for (const std::string& n : lib.exports) {
+    if (n.find(text) == std::string::npos) continue;
+    GlobalCell* cell = in.findGlobal(intern(n));
+    if (!cell || cell->value.isUnbound()) names.push_back(n);
+  }
+  return names;
+}
+
 int exitCode(Value v) {
   if (v.isMissing() || v == Value::t()) return 0;
   if (v.isFalse()) return 1;
@@ -50,6 +73,16 @@ std::string closureSignature(std::string_view name, Value params) {
   return text + " " + inner.substr(1);
 }
 
+std::string cellHelp(Value sym, GlobalCell* cell);
+
+// The libraries built into Purple that export NAME.
+std::vector<const BuiltInLibrary*> librariesExporting(std::string_view name) {
+  std::vector<const BuiltInLibrary*> out;
+  for (const BuiltInLibrary& lib : builtInLibraries())
+    if (std::find(lib.exports.begin(), lib.exports.end(), name) != lib.exports.end()) out.push_back(&lib);
+  return out;
+}
+
 std::string helpText(Interp& in, Value name) {
   Value sym = isString(name) ? intern(stringView(name)) : name;
   if (!isSymbol(sym)) return "help: give a name, as in (help 'tensor-matmul)";
@@ -57,8 +90,29 @@ std::string helpText(Interp& in, Value name) {
   if (!cell || cell->value.isUnbound()) {
     if (const SpecialFormDoc* d = findSpecialFormDoc(symbolName(sym)))
       return std::string(d->usage) + "  [special form]\n  " + d->doc;
+    // A name of a library built into Purple that is not imported: its documentation (the library
+    // is loaded for it, not imported) and the import that provides it.
+    for (const BuiltInLibrary* lib : librariesExporting(symbolName(sym))) {
+      std::string import = "(import " + lib->name + ")";
+      GlobalCell* exported = nullptr;
+      try {
+        exported = in.libraryExportCell(lib->nameValue(), sym);
+      } catch (const PurpleInterrupt&) {
+        throw;
+      } catch (const PurpleException&) {
+        exported = nullptr;
+      }
+      std::string from = std::string(symbolName(sym)) + " is in the library " + lib->name + ": " + import +
+                         " provides it";
+      if (!exported || exported->value.isUnbound()) return from;
+      return cellHelp(sym, exported) + "\n  [" + from + "]";
+    }
     return std::string(symbolName(sym)) + ": not defined";
   }
+  return cellHelp(sym, cell);
+}
+
+std::string cellHelp(Value sym, GlobalCell* cell) {
   Value v = cell->value;
   std::string out;
   if (v.is(Kind::Primitive)) {
@@ -241,18 +295,36 @@ void registerSystem(Registry& r) {
   }, "Prints the documentation of the procedure or syntax NAME.");
   r.def("documentation", "(name)", [](Interp& in, Value name) { return makeString(helpText(in, name)); },
         "The documentation of NAME as a string.");
-  r.def("apropos", "(text)", [](Interp& in, std::string text) {
-    std::vector<std::string> names;
-    in.forEachGlobal([&](Value key, GlobalCell* c) {
-      if (c->value.isUnbound()) return;
-      std::string_view n = symbolName(key);
-      if (n.find(text) != std::string_view::npos) names.emplace_back(n);
-    });
+  r.def("apropos-list", "(text)", [](Interp& in, std::string text) {
+    std::vector<std::string> names = boundNamesContaining(in, text);
+    for (const BuiltInLibrary& lib : builtInLibraries())
+      for (const std::string& n : libraryNamesContaining(in, lib, text)) names.push_back(n);
     std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
     Value l = Value::nil();
     for (size_t i = names.size(); i-- > 0;) l = cons(intern(names[i]), l);
     return l;
-  }, "The sorted list of bound names containing TEXT.");
+  }, "The sorted list of names containing TEXT: those bound here and those the libraries built into\n"
+     "Purple export (see apropos, which says which import provides each).");
+  r.def("apropos", "(text)", [](Interp& in, std::string text) {
+    std::vector<std::string> bound = boundNamesContaining(in, text);
+    std::sort(bound.begin(), bound.end());
+    std::string out;
+    auto line = [&](const std::string& head, const std::vector<std::string>& names) {
+      out += head;
+      for (const std::string& n : names) out += " " + n;
+      out += "\n";
+    };
+    if (!bound.empty()) line("bound here:", bound);
+    for (const BuiltInLibrary& lib : builtInLibraries()) {
+      std::vector<std::string> names = libraryNamesContaining(in, lib, text);
+      std::sort(names.begin(), names.end());
+      if (!names.empty()) line("(import " + lib.name + ") provides:", names);
+    }
+    if (out.empty()) out = "no name contains \"" + text + "\"\n";
+    portWrite(in.currentOutputPort(), out);
+  }, "Prints the names containing TEXT: those bound here, then those each library built into Purple\n"
+     "exports, under the import that provides them. apropos-list returns them as a list.");
   r.def("%global-names", "()", [](Interp& in) {
     Value l = Value::nil();
     in.forEachGlobal([&](Value key, GlobalCell* c) {

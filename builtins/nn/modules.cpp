@@ -20,6 +20,7 @@
 #include "interp/core/gc.hpp"
 #include "interp/language/borrowing_calls.hpp"
 #include "interp/language/printer.hpp"
+#include "interp/language/sampling_profiler.hpp"
 #include "interp/memory/tensor_value.hpp"
 #include <memory>
 #include <mutex>
@@ -167,6 +168,24 @@ std::string runningPath() {
     path = name.empty() ? std::string() : (path.empty() ? name : path + "." + name);
   }
   return path;
+}
+
+// A module's name on a profile's stack (interp/language/sampling_profiler.hpp): its path below
+// the module called outside it, when it is one of that one's descendants, else a path of its own.
+ModuleFrameName profiledModuleName(Value module, Value parent, const std::string& parentPath) {
+  const ModulePtr& m = module.as<ModuleObj>()->module;
+  if (!m) return {"module", "#<module (released)>"};
+  std::string type = moduleTypeName(*m);
+  if (parent.is(Kind::Module) && parent.as<ModuleObj>()->module) {
+    const ModulePtr& p = parent.as<ModuleObj>()->module;
+    if (p.get() == m.get()) return {parentPath, parentPath};
+    for (const auto& c : p->named_modules("", /*include_self=*/false))
+      if (c.value().get() == m.get()) {
+        std::string path = parentPath + "." + c.key();
+        return {path, path + " (" + type + ")"};
+      }
+  }
+  return {type, type};
 }
 
 [[noreturn]] void throwModuleError(const char* kind, const std::string& typeName, const std::string& message) {
@@ -393,6 +412,7 @@ Value callBorrowingModuleNow(Interp& in, Value fn, const Value* argv, int argc, 
 }  // namespace
 
 void registerNnModules(Registry& r) {
+  setModuleFrameNamer(profiledModuleName);
   static bool hooked = false;
   if (!hooked) {
     hooked = true;

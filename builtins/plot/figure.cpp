@@ -8,7 +8,8 @@
 //   series: ((kind . line|scatter|histogram|image) (x . data) (y . data) (label . s)
 //            (color . "#rrggbb" / name / #f) (width . 2.0) (size . 1.0)
 //            (bins . 30) (range . (lo hi)) (density . #f)       ; histogram of y
-//            (image . tensor) (normalize . #f))                 ; image
+//            (image . tensor) (normalize . #f)                  ; image
+//            (x . lefts) (y . rows) (widths . data) (colors . ("#rrggbb" ...)) (labels . (s ...)))   ; boxes
 //   data: a tensor, list or vector of real numbers.
 #include "builtins/builtins.hpp"
 #include "builtins/display/image.hpp"
@@ -102,8 +103,11 @@ int hexDigit(char c) {
   return -1;
 }
 
-std::optional<Color> color(Value alist) {
-  Value v = field(alist, "color");
+std::optional<Color> colorValue(Value v);
+
+std::optional<Color> color(Value alist) { return colorValue(field(alist, "color")); }
+
+std::optional<Color> colorValue(Value v) {
   if (v.isMissing() || v.isFalse()) return std::nullopt;
   std::string s = isString(v) ? std::string(stringView(v)) : isSymbol(v) ? std::string(symbolName(v)) : "";
   if (s.size() == 7 || s.size() == 9) {
@@ -180,8 +184,23 @@ Series readSeries(Value s) {
     Value img = field(s, "image");
     if (!isTensor(img) || !tensorOf(img).defined()) bad("an image must be a tensor", img);
     out.pixels = imagePixels(tensorOf(img), flag(s, "normalize", false), "plot");
+  } else if (kind == "boxes") {
+    out.kind = Series::Kind::Boxes;
+    out.x = numbers(field(s, "x"), "the boxes' left edges");
+    out.y = numbers(field(s, "y"), "the boxes' rows");
+    out.widths = numbers(field(s, "widths"), "the boxes' widths");
+    Value colors = field(s, "colors"), labels = field(s, "labels");
+    if (!isList(colors) || !isList(labels)) bad("boxes need lists of colors and labels", cons(colors, labels));
+    for (Value p = colors; isPair(p); p = cdr(p)) out.colors.push_back(colorValue(car(p)).value_or(Color{200, 200, 200}));
+    for (Value p = labels; isPair(p); p = cdr(p)) {
+      if (!isString(car(p))) bad("a box's label must be a string", car(p));
+      out.labels.emplace_back(stringView(car(p)));
+    }
+    size_t n = out.x.size();
+    if (out.y.size() != n || out.widths.size() != n || out.colors.size() != n || out.labels.size() != n)
+      throwError("type-error", "plot: boxes need as many rows, widths, colors and labels as left edges");
   } else {
-    bad("a series' kind is line, scatter, histogram or image", field(s, "kind"));
+    bad("a series' kind is line, scatter, histogram, image or boxes", field(s, "kind"));
   }
   return out;
 }

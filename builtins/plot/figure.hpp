@@ -1,5 +1,5 @@
-// A figure to draw: panels (axes with line, scatter and histogram series, or a picture) laid
-// out in a grid. prelude/50-plot.purple builds it as Purple data; figure.cpp reads that data
+// A figure to draw: panels (axes with line, scatter and histogram series, a picture, or rows of
+// labelled boxes such as a flame graph) laid out in a grid. prelude/50-plot.purple builds it as Purple data; figure.cpp reads that data
 // into these structures; render.cpp draws them with PLplot.
 #pragma once
 #include <ATen/ATen.h>
@@ -16,8 +16,12 @@ struct Color {
 };
 
 struct Series {
-  enum class Kind { Line, Scatter, Histogram, Image } kind = Kind::Line;
-  std::vector<double> x, y;          // line, scatter; histogram: bin edges (n+1) and counts (n)
+  enum class Kind { Line, Scatter, Histogram, Image, Boxes } kind = Kind::Line;
+  std::vector<double> x, y;          // line, scatter; histogram: bin edges (n+1) and counts (n);
+                                     // boxes: each box's left edge (0 to 1) and row (0 at the bottom)
+  std::vector<double> widths;        // boxes: each box's width (a fraction of the panel's)
+  std::vector<Color> colors;         // boxes: each box's fill
+  std::vector<std::string> labels;   // boxes: each box's text, cut to fit it
   std::string label;                 // in the legend when not empty
   std::optional<Color> color;        // default: the next colour of the palette
   double width = 2.0;                // line width (lines, histogram outlines)

@@ -111,11 +111,50 @@ class Drawing {
   }
 
   void drawPanel(const Panel& p, const Box& cell, int& seriesIndex, bool small) {
-    bool picture = !p.series.empty() && std::all_of(p.series.begin(), p.series.end(), [](const Series& s) {
-      return s.kind == Series::Kind::Image;
-    });
-    if (picture) drawPicture(p, cell, small);
+    auto all = [&](Series::Kind k) {
+      return !p.series.empty() && std::all_of(p.series.begin(), p.series.end(), [k](const Series& s) { return s.kind == k; });
+    };
+    if (all(Series::Kind::Image)) drawPicture(p, cell, small);
+    else if (all(Series::Kind::Boxes)) drawBoxes(p, cell);
     else drawAxes(p, cell, seriesIndex);
+  }
+
+  // Rows of filled boxes with their labels, no axes (a flame graph): x from 0 to 1, row 0 at
+  // the bottom. A label longer than its box is cut and ends in "..", as the SVG flame graph does.
+  void drawBoxes(const Panel& p, const Box& cell) {
+    double rows = 1;
+    for (const Series& s : p.series)
+      for (double y : s.y) rows = std::max(rows, y + 1);
+    double pad = 0.2 * charMm_;
+    plvpor(cell.x0 + mmX(pad), cell.x1 - mmX(pad), cell.y0 + mmY(pad), cell.y1 - mmY(pad));
+    plwind(0, 1, 0, rows);
+    double widthMm = (cell.x1 - cell.x0) * pageW_ - 2 * pad;
+    double rowMm = ((cell.y1 - cell.y0) * pageH_ - 2 * pad) / rows;
+    double scale = std::min(0.8, 0.55 * rowMm / charMm_) * textScale_;
+    plschr(0, scale);
+    PLFLT def, ht;
+    plgchr(&def, &ht);
+    double charWidthMm = 0.75 * ht;   // PLplot's sans-serif: about three quarters of its height
+    for (const Series& s : p.series)
+      for (size_t i = 0; i < s.x.size(); i++) {
+        double x0 = s.x[i], x1 = s.x[i] + s.widths[i], y0 = s.y[i];
+        setColor(kScratch, s.colors[i]);
+        PLFLT bx[4] = {x0, x0, x1, x1};
+        PLFLT by[4] = {y0 + 0.04, y0 + 0.96, y0 + 0.96, y0 + 0.04};
+        plfill(4, bx, by);
+        double boxMm = s.widths[i] * widthMm;
+        auto fits = size_t(std::max(0.0, (boxMm - 1.0) / charWidthMm));
+        if (fits < 3) continue;
+        std::string label = s.labels[i];
+        if (label.size() > fits) label = label.substr(0, fits - 2) + "..";
+        plcol0(kText);
+        plptex(x0 + 0.5 / widthMm, y0 + 0.5, 1, 0, 0, label.c_str());
+      }
+    plschr(0, textScale_);
+    if (!p.title.empty()) {
+      plcol0(kText);
+      plmtex("t", 0.5, 0.5, 0.5, p.title.c_str());
+    }
   }
 
   void drawPicture(const Panel& p, const Box& cell, bool small) {
@@ -296,6 +335,7 @@ class Drawing {
           break;
         }
         case Series::Kind::Image:
+        case Series::Kind::Boxes:   // only in a panel of their own (drawBoxes)
           break;
       }
       if (!s.label.empty())

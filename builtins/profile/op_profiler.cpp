@@ -36,7 +36,19 @@ struct OpEvent {
   int32_t site = -1;               // into OpProfile::sites
   int64_t parent = -1;             // the event open around it on its thread
   int64_t selfBytes = 0;           // allocated minus freed while it ran, outside its children
+  bool allocator = false;          // aten::empty and its kind: they allocate for whoever called them
 };
+
+// The operators that only allocate for the operator calling them (aten::mm makes its result with
+// aten::empty): their bytes are their caller's, so a table sorted by memory names the operator
+// that asked for the memory, not aten::empty.
+bool isAllocator(const std::string& name) {
+  static const char* const names[] = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+                                      "aten::new_empty_strided", "aten::resize_", "aten::empty.memory_format"};
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
 
 struct OpProfile {
   std::vector<OpEvent> events;
@@ -103,6 +115,7 @@ struct EventContext : at::ObserverContext {
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   OpEvent e;
   e.name = fn.name();
+  e.allocator = isAllocator(e.name);
   e.thread = fn.threadId();
   e.sequence = fn.seqNr();
   // The engine's wrapper around each backward node is recorded as a plain function with the
@@ -144,13 +157,22 @@ void onEnd(const at::RecordFunction&, at::ObserverContext* ctx) {
 }
 
 // The allocator's reports while :profile-memory is on: each allocation (positive) and free
-// (negative) is charged to the operator running on the allocating thread.
+// (negative) is charged to the operator running on the allocating thread, past the allocation
+// operators (isAllocator) that it called to get the memory.
 class MemoryReporter final : public c10::MemoryReportingInfoBase {
  public:
   void reportMemoryUsage(void*, int64_t size, compat::MemoryReportTotal, compat::MemoryReportTotal, c10::Device) override {
     if (tOpen.empty()) return;
     std::lock_guard<std::mutex> g(gLock);
-    if (gActive && tOpen.back() < int64_t(gActive->events.size())) gActive->events[size_t(tOpen.back())].selfBytes += size;
+    if (!gActive) return;
+    int64_t n = int64_t(gActive->events.size());
+    int64_t target = -1;
+    for (auto it = tOpen.rbegin(); it != tOpen.rend(); ++it) {
+      if (*it >= n) continue;
+      target = *it;
+      if (!gActive->events[size_t(*it)].allocator) break;
+    }
+    if (target >= 0) gActive->events[size_t(target)].selfBytes += size;
   }
   bool memoryProfilingEnabled() const override { return true; }
 };

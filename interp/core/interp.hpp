@@ -186,6 +186,9 @@ class Interp {
   void importLibrary(Value importSet);
   void defineLibrary(Value form, PositionTable* positions);
   bool libraryLoaded(Value name) const;
+  // The cell library NAME exports as ID, loading the library (not importing it) if needed;
+  // nullptr when it exports no such name. For help on names of libraries not yet imported.
+  GlobalCell* libraryExportCell(Value name, Value id);
   std::string resolveRelative(const std::string& path, const SourcePos& from);
   // A namespace's nodes and buckets are collectable memory, reached from the map itself, which
   // lives in one uncollectable block (makeGlobalMap): one root per namespace. With a root per

@@ -227,6 +227,7 @@ struct ErrorObject : Object {
 struct RecordType : Object {      // extra = field count
   Value name;                     // symbol
   Value fields;                   // vector of symbols
+  Value printer;                  // #f, or a procedure giving the text display and write show
 };
 
 struct Record : Object {          // extra = field count
@@ -357,6 +358,7 @@ Value makeForeign(void* ptr, void (*destroy)(void*), Value typeName);
 Value intern(std::string_view name);
 Value internKeyword(std::string_view nameWithoutColon);
 Value gensym(std::string_view prefix);
+inline bool isGensym(Value v) { return isSymbol(v) && v.obj()->small == 1; }   // uninterned: made by gensym
 
 Value listFromArray(const Value* items, size_t n, Value tail = Value::nil());
 size_t listLength(Value list);        // -1 (SIZE_MAX) for improper or circular lists

@@ -26,14 +26,28 @@ inline const AppNode* innermostUserCall(const Interp& in, int64_t* at) {
   return nullptr;
 }
 
+// The name a lambda shows under: its own, or for a name made by gensym (a `do` loop is a named
+// let called do-loop17) the name without its counter and with the lambda's line, "do loop
+// (line 12)", which the user can find in the file.
+inline std::string lambdaName(const LambdaNode* l) {
+  if (!isSymbol(l->name)) return "anonymous procedure";
+  std::string name(symbolName(l->name));
+  if (!isGensym(l->name)) return name;
+  while (!name.empty() && name.back() >= '0' && name.back() <= '9') name.pop_back();
+  for (char& c : name)
+    if (c == '-') c = ' ';
+  if (name.empty()) name = "loop";
+  return l->pos.line > 0 ? name + " (line " + std::to_string(l->pos.line) + ")" : name;
+}
+
 // A lambda's name, and for one defined inside another procedure (a named let's loop, an
 // internal define, a lambda) the name of the nearest named procedure around it: "loop in
 // train". nullptr is the top level.
 inline std::string lambdaLabel(const LambdaNode* l) {
   if (!l) return "<top level>";
-  std::string label = isSymbol(l->name) ? std::string(symbolName(l->name)) : "anonymous procedure";
+  std::string label = lambdaName(l);
   for (const LambdaNode* o = l->outer; o; o = o->outer)
-    if (isSymbol(o->name)) return label + " in " + std::string(symbolName(o->name));
+    if (isSymbol(o->name) && !isGensym(o->name)) return label + " in " + std::string(symbolName(o->name));
   return label;
 }
 

@@ -14,9 +14,11 @@
 #include "interp/core/interp_state.hpp"
 #include "interp/core/file_io.hpp"
 #include "interp/language/analyzer.hpp"
+#include "interp/language/library.hpp"
 #include "interp/language/printer.hpp"
 #include "interp/language/reader.hpp"
 #include <cstring>
+#include <mutex>
 #include <unordered_set>
 #include <vector>
 #include <fstream>
@@ -323,6 +325,52 @@ ImportSet resolveImportSet(Interp& in, Value set, Interp::GlobalMap* system) {
 }
 
 }  // namespace
+
+GlobalCell* Interp::libraryExportCell(Value name, Value id) {
+  if (!isLibraryName(name)) return nullptr;
+  loadLibrary(*this, name);
+  Value entry = libraryEntry(st, name);
+  if (entry.isFalse() || cdr(entry) == Value::t()) return nullptr;
+  for (Value p = cdr(entry); isPair(p); p = cdr(p))
+    if (car(car(p)) == id) return cdr(car(p)).as<GlobalCell>();
+  return nullptr;
+}
+
+Value BuiltInLibrary::nameValue() const {
+  Reader reader(name, Value::f(), nullptr);
+  Value v;
+  return reader.read(v) ? v : Value::nil();
+}
+
+const std::vector<BuiltInLibrary>& builtInLibraries() {
+  static std::vector<BuiltInLibrary> libraries;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Value sym = intern("define-library"), exportSym = intern("export"), renameSym = intern("rename");
+    for (size_t i = 0; i < kLibrarySourceCount; i++) {
+      std::string_view file = kLibrarySources[i].name;
+      if (file.size() < 4 || file.substr(file.size() - 4) != ".sld") continue;
+      Reader reader(kLibrarySources[i].text, makeString(std::string(kEmbeddedLibraryPrefix) + std::string(file)), nullptr);
+      Value form;
+      while (reader.read(form)) {
+        if (!isPair(form) || car(form) != sym || !isPair(cdr(form)) || !isLibraryName(cadr(form))) continue;
+        BuiltInLibrary lib;
+        lib.name = toWriteString(cadr(form));
+        for (Value d = cddr(form); isPair(d); d = cdr(d)) {
+          if (!isPair(car(d)) || car(car(d)) != exportSym) continue;
+          for (Value e = cdr(car(d)); isPair(e); e = cdr(e)) {
+            Value spec = car(e);
+            if (isSymbol(spec)) lib.exports.emplace_back(symbolName(spec));
+            else if (isPair(spec) && car(spec) == renameSym && isPair(cdr(spec)) && isPair(cddr(spec)) && isSymbol(caddr(spec)))
+              lib.exports.emplace_back(symbolName(caddr(spec)));
+          }
+        }
+        libraries.push_back(std::move(lib));
+      }
+    }
+  });
+  return libraries;
+}
 
 void Interp::importLibrary(Value importSet) {
   if (!isPair(importSet) || !isList(importSet)) importError("bad import set", importSet);

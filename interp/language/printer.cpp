@@ -5,6 +5,7 @@
 #include "interp/core/interp.hpp"
 #include "interp/language/node.hpp"
 #include "interp/core/gc.hpp"
+#include "interp/core/error.hpp"
 #include <atomic>
 #include <cctype>
 #include <mutex>
@@ -120,6 +121,29 @@ struct Printer {
   uint64_t visited = 0;
 
   bool full() const { return out.size() >= limit; }
+
+  // A record whose type has a printer (set-record-type-printer!) shows as the string it gives.
+  // Printing happens in error reports too, so a printer that fails, or one met with no
+  // interpreter on this thread or nested too deeply, leaves the record to the default form.
+  bool printCustom(Value record, Value printer) {
+    static thread_local int nesting = 0;
+    Interp* in = Interp::current();
+    if (printer.isFalse() || !in || nesting >= 8) return false;
+    struct Nest {
+      Nest() { nesting++; }
+      ~Nest() { nesting--; }
+    } nest;
+    try {
+      Value text = in->apply(printer, &record, 1);
+      if (!isString(text)) return false;
+      out += stringView(text);
+      return true;
+    } catch (const PurpleInterrupt&) {
+      throw;
+    } catch (const PurpleException&) {
+      return false;
+    }
+  }
 
   // Objects whose printed form includes other values: cycles may run through any of them.
   static bool isContainer(Value v) {
@@ -494,6 +518,7 @@ struct Printer {
       case Kind::Record: {
         if (label(v)) return;
         auto* r = v.as<Record>();
+        if (printCustom(v, r->type->printer)) return;
         out += "#<";
         std::string_view n = isSymbol(r->type->name) ? symbolName(r->type->name) : std::string_view("record");
         if (n.size() > 2 && n.front() == '<' && n.back() == '>') n = n.substr(1, n.size() - 2);

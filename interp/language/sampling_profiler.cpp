@@ -1,9 +1,10 @@
 // The sampling profiler (sampling_profiler.hpp). The SIGPROF handler runs on the interpreter's
 // own thread (a POSIX timer aimed at that thread), so the call records it reads are the ones
 // that thread last wrote; it takes no lock and allocates nothing: it hashes the records' raw
-// (node, procedure) words into a fixed table and appends new stacks to a fixed arena. The arena
-// is a root of the collector up to the part in use, so every node and procedure a sample saw
-// stays alive until the stacks are resolved into names and positions, after the timer stops.
+// (node, procedure, user call) words into a fixed table and appends new stacks to a fixed arena.
+// The arena is a root of the collector up to the part in use, so every node and procedure a
+// sample saw stays alive until the stacks are resolved into names and positions, after the
+// timer stops.
 #include "interp/language/sampling_profiler.hpp"
 #include "interp/core/error.hpp"
 #include "interp/core/gc.hpp"
@@ -27,7 +28,8 @@ namespace purple {
 namespace {
 
 constexpr int64_t kMaxRecords = 256;             // innermost call records copied per sample
-constexpr int64_t kArenaWords = int64_t(1) << 20;  // 8 MB of (node, procedure) words
+constexpr int64_t kWordsPerRecord = 3;          // node, procedure, the activation's last user call
+constexpr int64_t kArenaWords = int64_t(3) << 19;  // 12 MB of record words
 constexpr uint32_t kTableSlots = 1u << 15;       // distinct stacks
 
 struct StackSlot {
@@ -65,11 +67,12 @@ void onSample(int, siginfo_t*, void*) {
   const Interp& in = *s->in;
   int64_t depth = in.depth;
   int64_t lo = depth - kMaxRecords + 1 > s->base + 1 ? depth - kMaxRecords + 1 : s->base + 1;
-  int32_t words = int32_t(2 * (depth - lo + 1));
+  int32_t words = int32_t(kWordsPerRecord * (depth - lo + 1));
   uint64_t h = 0;
   for (int64_t i = lo; i <= depth; i++) {
     h = mix(h, reinterpret_cast<uintptr_t>(in.callStack[i].node));
     h = mix(h, in.callStack[i].proc.bits);
+    h = mix(h, reinterpret_cast<uintptr_t>(in.callStack[i].userCall));
   }
   s->samples.fetch_add(1, std::memory_order_relaxed);
   for (uint32_t probe = 0; probe < 64; probe++) {
@@ -80,6 +83,7 @@ void onSample(int, siginfo_t*, void*) {
       for (int64_t i = lo; i <= depth; i++) {
         *out++ = reinterpret_cast<uintptr_t>(in.callStack[i].node);
         *out++ = in.callStack[i].proc.bits;
+        *out++ = reinterpret_cast<uintptr_t>(in.callStack[i].userCall);
       }
       std::atomic_signal_fence(std::memory_order_release);
       slot.hash = h;
@@ -94,8 +98,9 @@ void onSample(int, siginfo_t*, void*) {
     if (slot.hash == h && slot.words == words) {
       const uintptr_t* seen = s->arena + slot.offset;
       bool same = true;
-      for (int64_t i = lo, k = 0; same && i <= depth; i++, k += 2)
-        same = seen[k] == reinterpret_cast<uintptr_t>(in.callStack[i].node) && seen[k + 1] == in.callStack[i].proc.bits;
+      for (int64_t i = lo, k = 0; same && i <= depth; i++, k += kWordsPerRecord)
+        same = seen[k] == reinterpret_cast<uintptr_t>(in.callStack[i].node) && seen[k + 1] == in.callStack[i].proc.bits &&
+               seen[k + 2] == reinterpret_cast<uintptr_t>(in.callStack[i].userCall);
       if (same) {
         slot.count++;
         errno = savedErrno;
@@ -122,26 +127,45 @@ bool isCallee(Value v) {
          k == Kind::Parameter || k == Kind::Module || k == Kind::Foreign;
 }
 
+ModuleFrameNamer gModuleNamer = nullptr;
+
 ProfiledStack resolve(const Sampler& s, const StackSlot& slot) {
+  Value parentModule = Value::f();              // the nearest module frame outside, and its path
+  std::string parentPath;
   ProfiledStack out;
   out.count = slot.count;
   out.truncated = slot.truncated;
   const uintptr_t* w = s.arena + slot.offset;
-  for (int32_t k = 0; k < slot.words; k += 2) {
+  for (int32_t k = 0; k < slot.words; k += kWordsPerRecord) {
     if (!isAppNode(w[k])) continue;
     auto* app = reinterpret_cast<const AppNode*>(w[k]);
     Value proc(w[k + 1], 0);
+    // The line a record credits: its call, or when that call is the prelude's, the last call
+    // the same activation made from the user's code (a chain of tail calls into the prelude,
+    // as fit's loop makes, replaces the user's call in `node` but not in `userCall`).
+    const AppNode* site = app;
+    if (((app->flags & kAppInPrelude) || app->pos.line <= 0) && isAppNode(w[k + 2])) {
+      auto* user = reinterpret_cast<const AppNode*>(w[k + 2]);
+      if (user->pos.line > 0 && !(user->flags & kAppInPrelude)) site = user;
+    }
     if (proc.isFalse()) {                       // the arguments of APP are being evaluated
-      if (app->pos.line > 0 && !(app->flags & kAppInPrelude)) {
-        out.leafFile = positionFile(app->pos);
-        out.leafLine = app->pos.line;
-        out.leafProcedure = procedureOfCall(app);
+      if (site->pos.line > 0 && !(site->flags & kAppInPrelude)) {
+        out.leafFile = positionFile(site->pos);
+        out.leafLine = site->pos.line;
+        out.leafProcedure = procedureOfCall(site);
       }
       continue;
     }
     if (!isCallee(proc)) continue;
     ProfiledFrame f;
-    f.name = proc.is(Kind::Closure) ? lambdaLabel(proc.as<Closure>()->code) : describeProcedure(proc);
+    if (proc.is(Kind::Module) && gModuleNamer) {
+      ModuleFrameName n = gModuleNamer(proc, parentModule, parentPath);
+      f.name = n.label;
+      parentModule = proc;
+      parentPath = n.path;
+    } else {
+      f.name = proc.is(Kind::Closure) ? lambdaLabel(proc.as<Closure>()->code) : describeProcedure(proc);
+    }
     if (proc.is(Kind::Closure)) {
       const LambdaNode* l = proc.as<Closure>()->code;
       if (l->pos.line > 0) {
@@ -149,12 +173,12 @@ ProfiledStack resolve(const Sampler& s, const StackSlot& slot) {
         f.defLine = l->pos.line;
       }
     }
-    if (app->pos.line > 0) {
-      f.siteFile = positionFile(app->pos);
-      f.siteLine = app->pos.line;
-      f.siteProcedure = procedureOfCall(app);
+    if (site->pos.line > 0) {
+      f.siteFile = positionFile(site->pos);
+      f.siteLine = site->pos.line;
+      f.siteProcedure = procedureOfCall(site);
     }
-    f.siteInPrelude = app->flags & kAppInPrelude;
+    f.siteInPrelude = site->flags & kAppInPrelude;
     out.frames.push_back(std::move(f));
     out.leafFile.clear();                        // a marker counts only above the innermost frame
     out.leafLine = 0;
@@ -166,6 +190,8 @@ ProfiledStack resolve(const Sampler& s, const StackSlot& slot) {
 Sampler* gSampler = nullptr;   // the one being run (owned by the session)
 
 }  // namespace
+
+void setModuleFrameNamer(ModuleFrameNamer namer) { gModuleNamer = namer; }
 
 SamplingSession::SamplingSession(Interp& in, double intervalSeconds) : interval_(intervalSeconds) {
   if (!(intervalSeconds >= 1e-4 && intervalSeconds <= 10))

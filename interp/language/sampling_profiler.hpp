@@ -14,7 +14,8 @@ struct ProfiledFrame {
   std::string name;                  // the procedure called
   std::string defFile;               // where a closure was defined ("" for builtins)
   int defLine = 0;
-  std::string siteFile;              // the call's position
+  std::string siteFile;              // the call's position; the user's call that led into the
+                                     // prelude when the call is the prelude's
   int siteLine = 0;
   std::string siteProcedure;         // the procedure whose body holds the call
   bool siteInPrelude = false;        // the call is written in the prelude
@@ -35,6 +36,16 @@ struct ProfileResult {
   int64_t dropped = 0;               // samples the table had no room for
   double intervalSeconds = 0;
 };
+
+// How a module called as a procedure is named in a profile, set by the nn builtins (which know
+// modules): PATH is its dotted path from the outermost module called ("ResNet.layer1.0.conv1"),
+// LABEL what the profile shows ("ResNet.layer1.0.conv1 (Conv2d)"). PARENT is the nearest module
+// called outside it on the stack (#f for none) and PARENT-PATH that one's path.
+struct ModuleFrameName {
+  std::string path, label;
+};
+using ModuleFrameNamer = ModuleFrameName (*)(Value module, Value parent, const std::string& parentPath);
+void setModuleFrameNamer(ModuleFrameNamer namer);
 
 // Samples IN's call stack every INTERVAL seconds of wall-clock time from construction to
 // finish(), leaving out the records below the caller's. One session at a time in the process: a

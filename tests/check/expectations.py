@@ -20,7 +20,9 @@ def fail(message):
 
 
 def run(purple, path, cwd):
-    return subprocess.run([purple, "check", path], cwd=cwd, capture_output=True, text=True, timeout=300)
+    # tests/check/lib/ is the library path (-I) of the programs that import user libraries
+    return subprocess.run([purple, "check", "-I", os.path.join(here, "lib"), path], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
 
 
 def main():
@@ -28,7 +30,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("bad", "good"):
             folder = os.path.join(here, kind)
-            for name in sorted(os.listdir(folder)):
+            for name in sorted(n for n in os.listdir(folder) if n.endswith(".purple")):
                 path = os.path.join(folder, name)
                 lines = open(path).read().split("\n")
                 expected = {}

@@ -54,6 +54,31 @@ if mode == "gen":
     cd = data.rfind(b"PK\x01\x02")
     struct.pack_into("<I", data, cd + 42, 0)
     write("zip-overlap.pt", bytes(data), word="overlap")
+    # a hidden entry: a local file entry the central directory does not list, here a second
+    # archive/data.pkl before the real one, which a reader walking the local headers takes
+    name = [n for n in z.namelist() if n.endswith("data.pkl")][0].encode()
+    hidden = pickle.dumps({"weight": 666}, protocol=2)
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, zlib.crc32(hidden), len(hidden), len(hidden),
+                        len(name), 0) + name + hidden
+    data = bytearray(local + good)
+    shift = len(local)
+    eocd = data.rfind(b"PK\x05\x06")
+    count, cd_size, cd_offset = struct.unpack_from("<HII", data, eocd + 10)
+    struct.pack_into("<I", data, eocd + 16, cd_offset + shift)
+    if eocd >= 20 and data[eocd - 20:eocd - 16] == b"PK\x06\x07":   # zip64: its record and locator point too
+        locator = eocd - 20
+        record = struct.unpack_from("<Q", data, locator + 8)[0] + shift
+        struct.pack_into("<Q", data, locator + 8, record)
+        struct.pack_into("<Q", data, record + 48, struct.unpack_from("<Q", data, record + 48)[0] + shift)
+    p = cd_offset + shift
+    while data[p:p + 4] == b"PK\x01\x02":
+        n, e, c = struct.unpack_from("<HHH", data, p + 28)
+        struct.pack_into("<I", data, p + 42, struct.unpack_from("<I", data, p + 42)[0] + shift)
+        p += 46 + n + e + c
+    check = zipfile.ZipFile(io.BytesIO(bytes(data)))
+    assert check.namelist() == z.namelist() and check.testzip() is None   # the directory alone reads fine
+    write("hidden-entry.pt", bytes(data), word="not in the central directory")
+    write("hidden-entry-unsafe.pt", bytes(data), loader="torch-load-unsafe", word="not in the central directory")
     # pickle injection: os.system
     buf = io.BytesIO()
     torch.save({"x": Evil()}, buf)

@@ -1,6 +1,6 @@
 """The profilers against programs with a known answer (tests/profile/*.purple).
 
-usage: run.py PURPLE CHECK   where CHECK is memory, sampling or operators
+usage: run.py PURPLE CHECK   where CHECK is memory, sampling, operators or names
 
 The lines a report must name are marked `; MARK: ...` in the programs, so the checks follow
 the files when they are edited.
@@ -100,6 +100,36 @@ def sampling(purple, tmp):
     check(any(t and t.startswith("loop in busy-sum") for t in titles), "the flame graph has a box for busy-sum")
 
 
+def names(purple, tmp):
+    prefix = os.path.join(tmp, "names")
+    r = run([purple, "--profile", "--profile-out", prefix, "names.purple"])
+    print(r.stderr)
+    procedures, lines = r.stderr.split("Time by source line")
+    do_line = marked_line(os.path.join(HERE, "names.purple"), "do loop")
+    fit_line = marked_line(os.path.join(HERE, "names.purple"), "fit call")
+    check("#<module>" not in procedures, "no module is named #<module>")
+    check(re.search(r"  net$", procedures, re.M) is not None, "the model called at the top is named net, its define-module name")
+    check("net.layer1 (Sequential)" in procedures, "its submodule layer1 is named by its path, net.layer1, and type")
+    check("net.layer1.0.fc (Linear)" in procedures,
+          "a submodule called inside a block that sequential ran is named by its whole path, net.layer1.0.fc")
+    check(re.search(r"^\s*\S+ s\s+\S+%\s+\S+ s\s+\S+%\s+(Sequential|Linear)\b", procedures, re.M) is None,
+          "inside fit too, every module is named from the model (no Sequential or Linear at the root of a path)")
+    check(f"do loop (line {do_line}) in train" in procedures and "do-loop" not in procedures,
+          f"the do loop is named by its procedure and line (do loop (line {do_line}) in train), not a gensym")
+    line_rows = [l for l in lines.splitlines() if re.match(r"\s*[\d.]+ s", l)]
+    fit_rows = [l for l in line_rows if f"names.purple:{fit_line} " in l]
+    # fit reaches its loop by tail calls, which replace fit's own call on the stack: its time is
+    # the loop's, and the line calling fit gets all of it
+    loop_rows = [l for l in procedures.splitlines() if l.endswith(")") and "epoch-loop in fit" in l]
+    loop_seconds = float(loop_rows[0].split()[3]) if loop_rows else None
+    check(len(fit_rows) == 1 and loop_seconds and float(fit_rows[0].split()[3]) >= loop_seconds,
+          f"the line calling fit (names.purple:{fit_line}) is in the by-line table with the time fit's loop "
+          f"took ({loop_seconds} s): {fit_rows}")
+    with open(prefix + ".folded") as f:
+        folded = f.read()
+    check("net.layer1.0.fc (Linear)" in folded, "the folded stacks name modules the same way")
+
+
 def operators(purple, tmp):
     env = dict(os.environ, PROFILE_TMP=tmp)
     out = run([purple, "ops.purple"], env=env).stdout
@@ -118,6 +148,13 @@ def operators(purple, tmp):
     mm = [e for e in ops if e["name"] == "aten::mm" and e["cat"] == "cpu_op"]
     check(any(e["args"].get("Purple source") == f"ops.purple:{line} (step)" for e in mm),
           "aten::mm carries the Purple source of its call")
+    # aten::mm asks aten::empty for its result: the bytes are aten::mm's, so sorted by memory the
+    # first operator is one that asked for memory, not aten::empty
+    m = re.search(r"^MEMTOP (\S+) (-?\d+)$", out, re.M)
+    check(m is not None and m.group(1) not in ("aten::empty", "aten::empty_strided") and int(m.group(2)) > 0,
+          f"sorted by self memory, the first operator is one that asked for memory: {m and m.groups()}")
+    e = re.search(r"^EMPTYSELF (-?\d+)$", out, re.M)
+    check(e is not None and int(e.group(1)) == 0, "aten::empty called by other operators keeps no bytes of its own")
     backward = [e for e in ops if e["cat"] == "backward"]
     check(any("MmBackward" in e["name"] and e["args"].get("Purple source") == f"ops.purple:{line} (step)" for e in backward),
           "MmBackward carries the forward call's line through the sequence number")
@@ -126,7 +163,7 @@ def operators(purple, tmp):
 def main():
     purple, what = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
-        {"memory": memory, "sampling": sampling, "operators": operators}[what](purple, tmp)
+        {"memory": memory, "sampling": sampling, "operators": operators, "names": names}[what](purple, tmp)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)
