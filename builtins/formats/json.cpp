@@ -88,7 +88,7 @@ Value parse(Interp& in, std::string_view text, const std::string& who, const std
 
 Json toJson(Value v, const std::string& who, int depth) {
   if (depth > kMaxDepth) throwError("value-error", who + ": the value is nested deeper than " + std::to_string(kMaxDepth) + " levels");
-  if (v.isTrue()) return true;
+  if (v == Value::t()) return true;
   if (v.isFalse()) return false;
   if (isString(v)) return std::string(stringView(v));
   if (v.is(Kind::Symbol)) {
@@ -140,7 +140,11 @@ Json toJson(Value v, const std::string& who, int depth) {
 std::string render(Value v, std::optional<int64_t> indent, const std::string& who) {
   Json j = toJson(v, who, 0);
   // Non-ASCII text is written as UTF-8 (ensure_ascii off), as Python's json.dump(..., ensure_ascii=False).
-  return j.dump(indent ? int(*indent) : -1, ' ', false, Json::error_handler_t::strict);
+  try {
+    return j.dump(indent ? int(*indent) : -1, ' ', false, Json::error_handler_t::strict);
+  } catch (const Json::type_error&) {
+    throwError("value-error", who + ": a string is not valid UTF-8, which JSON text must be");
+  }
 }
 
 }  // namespace
