@@ -11,6 +11,7 @@
 // refused before anything is built, so a hostile file cannot exhaust the C++ stack.
 #include "builtins/builtins.hpp"
 #include "builtins/core/hashtable.hpp"
+#include "builtins/formats/json_nesting.hpp"
 #include "interp/core/file_io.hpp"
 #include "interp/limits/sandbox.hpp"
 #include "interp/language/numbers.hpp"
@@ -23,27 +24,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 constexpr int kMaxDepth = 512;
-
-// The deepest nesting of arrays and objects in TEXT (strings skipped), or -1 past kMaxDepth.
-int nestingDepth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool inString = false;
-  for (size_t i = 0; i < text.size(); i++) {
-    char c = text[i];
-    if (inString) {
-      if (c == '\\') i++;
-      else if (c == '"') inString = false;
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth) return -1;
-      deepest = std::max(deepest, depth);
-    } else if (c == ']' || c == '}') {
-      depth--;
-    }
-  }
-  return deepest;
-}
 
 Value fromJson(Interp& in, const Json& j) {
   switch (j.type()) {
@@ -72,7 +52,7 @@ Value fromJson(Interp& in, const Json& j) {
 }
 
 Value parse(Interp& in, std::string_view text, const std::string& who, const std::string& where) {
-  if (nestingDepth(text) < 0)
+  if (formats::jsonNestingPast(text, kMaxDepth) != std::string_view::npos)
     throwError("read-error", who + ": " + where + "nested deeper than " + std::to_string(kMaxDepth) + " levels");
   Json j;
   try {

@@ -12,6 +12,17 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def positions_and_mask(ids, padding):
+    """Each row's positions counted from its first real token, and the (B 1 T T) attention mask:
+    causal, never to padding (a padding query sees itself, so no softmax row is empty)."""
+    B, T = ids.shape
+    if padding is None:
+        padding = torch.ones(B, T, dtype=torch.long)
+    pos = (padding.cumsum(1) - 1).clamp(min=0)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    return pos, causal[None, None] & (padding.bool()[:, None, None, :] | torch.eye(T, dtype=torch.bool)[None, None])
+
+
 # ---- GPT-2 ---------------------------------------------------------------------------------------
 
 class GPT2Block(nn.Module):
@@ -54,11 +65,7 @@ class GPT2(nn.Module):
 
     def forward(self, ids, padding=None):
         B, T = ids.shape
-        if padding is None:
-            padding = torch.ones(B, T, dtype=torch.long)
-        pos = (padding.cumsum(1) - 1).clamp(min=0)
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        mask = causal[None, None] & (padding.bool()[:, None, None, :] | torch.eye(T, dtype=torch.bool)[None, None])
+        pos, mask = positions_and_mask(ids, padding)
         x = self.wte(ids) + self.wpe(pos)
         for b in self.h:
             x = b(x, mask)
@@ -128,11 +135,7 @@ class Llama(nn.Module):
 
     def forward(self, ids, padding=None):
         B, T = ids.shape
-        if padding is None:
-            padding = torch.ones(B, T, dtype=torch.long)
-        pos = (padding.cumsum(1) - 1).clamp(min=0)
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        mask = causal[None, None] & (padding.bool()[:, None, None, :] | torch.eye(T, dtype=torch.bool)[None, None])
+        pos, mask = positions_and_mask(ids, padding)
         rep = self.heads // self.kv_heads
         x = self.tok(ids)
         for L in self.layers:
