@@ -26,9 +26,9 @@ def positions_and_mask(ids, padding):
 # ---- GPT-2 ---------------------------------------------------------------------------------------
 
 class GPT2Block(nn.Module):
-    def __init__(self, d, heads):
+    def __init__(self, d, heads, scale=1.0):
         super().__init__()
-        self.heads = heads
+        self.heads, self.scale = heads, scale
         self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
@@ -37,21 +37,22 @@ class GPT2Block(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.heads)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.heads) * self.scale
         att = att.masked_fill(~mask, float("-inf")).softmax(-1)
         x = x + self.c_proj((att @ v).transpose(1, 2).reshape(B, T, C))
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
 
 class GPT2(nn.Module):
-    def __init__(self, vocab, positions, d, layers, heads):
+    def __init__(self, vocab, positions, d, layers, heads, scale_by_layer=False):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(positions, d)
-        self.h = nn.ModuleList([GPT2Block(d, heads) for _ in range(layers)])
+        self.h = nn.ModuleList([GPT2Block(d, heads, 1.0 / (i + 1) if scale_by_layer else 1.0) for i in range(layers)])
         self.ln_f = nn.LayerNorm(d)
         self.config = dict(model_type="gpt2", vocab_size=vocab, n_positions=positions, n_embd=d, n_layer=layers,
                            n_head=heads, activation_function="gelu_new", layer_norm_epsilon=1e-5,
-                           tie_word_embeddings=True, bos_token_id=vocab - 1, eos_token_id=vocab - 1)
+                           tie_word_embeddings=True, bos_token_id=vocab - 1, eos_token_id=vocab - 1,
+                           scale_attn_by_inverse_layer_idx=scale_by_layer)
         for p in self.parameters():
             if p.dim() == 2:
                 nn.init.normal_(p, 0.0, 0.2)
