@@ -100,21 +100,23 @@ def load_safetensors(path):
     return out
 
 
-def save_folder(path, config, tensors, shards=1):
+def save_folder(path, config, tensors, shards=1, torch_save=False):
     """A Hugging Face model folder: config.json and model.safetensors, or SHARDS shard files with
-    model.safetensors.index.json."""
+    model.safetensors.index.json; with TORCH_SAVE, torch.save's pytorch_model.bin (and its index)."""
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
+    write = (lambda t, p: torch.save(t, p)) if torch_save else save_safetensors
+    stem, ext = ("pytorch_model", ".bin") if torch_save else ("model", ".safetensors")
     if shards == 1:
-        save_safetensors(tensors, os.path.join(path, "model.safetensors"))
+        write(tensors, os.path.join(path, stem + ext))
         return
     names = list(tensors)
     weight_map = {}
     for k in range(shards):
         part = names[k::shards]
-        file = "model-%05d-of-%05d.safetensors" % (k + 1, shards)
-        save_safetensors({n: tensors[n] for n in part}, os.path.join(path, file))
+        file = "%s-%05d-of-%05d%s" % (stem, k + 1, shards, ext)
+        write({n: tensors[n] for n in part}, os.path.join(path, file))
         weight_map.update({n: file for n in part})
-    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+    with open(os.path.join(path, stem + ext + ".index.json"), "w") as f:
         json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
