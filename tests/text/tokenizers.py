@@ -8,7 +8,8 @@ combining marks, emoji, runs of spaces, tabs and newlines, code, contractions, d
     Llama 2's settings, and unigram) against python3-sentencepiece;
   - a Llama-2-style tokenizer.json (U+2581 spaces, byte fallback) converted from the BPE model
     as transformers converts Llama's, against python3-sentencepiece.
-Each also decodes the ids back to the string. Usage: tokenizers.py PURPLE"""
+Each also decodes the ids back to the string; a corrupt tokenizer.model is an error naming it.
+Usage: tokenizers.py PURPLE"""
 import json
 import os
 import shutil
@@ -149,7 +150,14 @@ def main():
     ]
     with open(os.path.join(tmp, "cases.json"), "w") as f:
         json.dump(cases, f)
+    os.makedirs(os.path.join(tmp, "bad-sp"))
+    with open(os.path.join(tmp, "bad-sp", "tokenizer.model"), "wb") as f:
+        f.write(bytes(range(256)) * 7)
     run_purple(purple, "tokenizers.purple", tmp)
+    with open(os.path.join(tmp, "bad-out.txt")) as f:
+        bad = f.read()
+    check("sentencepiece-load" in bad and "not a SentencePiece model" in bad, "a corrupt tokenizer.model: %r" % bad)
+    print("corrupt tokenizer.model: " + bad[:100])
     with open(os.path.join(tmp, "out.json")) as f:
         outs = json.load(f)
     for case, out in zip(cases, outs):
