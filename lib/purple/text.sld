@@ -13,7 +13,7 @@
    generate
    ;; tokenizers (text/tokenizer, tokenizer-json, bpe)
    load-tokenizer tokenizer? tokenizer-kind tokenizer-encode tokenizer-decode tokenizer-bos tokenizer-eos
-   tokenizer-pad tokenizer-vocab-size tokenizer-id->token tokenizer-token->id
+   tokenizer-pad tokenizer-vocab-size tokenizer-id->token tokenizer-token->id tokenizer-streamer
    ;; LoRA (text/lora)
    lora! lora-merge! lora-parameters save-lora load-lora!)
   ;; The builtins (tensors, nn, read-json-file, sentencepiece-*) and the prelude (checkpoint,

@@ -8,7 +8,7 @@ combining marks, emoji, runs of spaces, tabs and newlines, code, contractions, d
     Llama 2's settings, and unigram) against python3-sentencepiece;
   - a Llama-2-style tokenizer.json (U+2581 spaces, byte fallback) converted from the BPE model
     as transformers converts Llama's, against python3-sentencepiece.
-Each also decodes the ids back to the string; a corrupt tokenizer.model is an error naming it.
+Each also decodes the ids back to the string, at once and streamed id by id; a corrupt tokenizer.model is an error naming it.
 Usage: tokenizers.py PURPLE"""
 import json
 import os
@@ -162,7 +162,10 @@ def main():
         outs = json.load(f)
     for case, out in zip(cases, outs):
         bad = 0
-        for s, want, got, back in zip(case["strings"], case["ids"], out["ids"], out["decoded"]):
+        for s, want, got, back, streamed in zip(case["strings"], case["ids"], out["ids"], out["decoded"], out["streamed"]):
+            if streamed != back:
+                bad += 1
+                check(False, "%s: tokenizer-streamer wrote %r for %r, decoding gives %r" % (case["name"], streamed, s, back))
             if got != want:
                 bad += 1
                 check(False, "%s: %r encodes to %s, reference %s" % (case["name"], s, got[:20], want[:20]))
