@@ -1,5 +1,6 @@
 """(purple text) models against reference transformers in python3-torch (reference_models.py):
-random-weight GPT-2 and grouped-query Llama folders in Hugging Face's layout -- single files and
+random-weight GPT-2 and grouped-query Llama folders (and Qwen2's q/k/v biases, Mistral with linear
+rotary scaling) in Hugging Face's layout -- single files and
 shards, float32, float16 and bfloat16, tied and untied heads, with and without GPT-2's
 "transformer." prefix, and torch.save's pytorch_model.bin -- loaded by load-pretrained; logits compared to 1e-4 (and, loaded as bfloat16, to 5% of their range), greedy continuations
 (one prompt, and a left-padded batch) id for id; save-pretrained's folder read back; strict
@@ -37,6 +38,8 @@ def main():
     llama = Llama(vocab=300, d=64, layers=2, heads=4, kv_heads=2, hidden=96, theta=10000.0)
     llama_tied = Llama(vocab=300, d=48, layers=2, heads=4, kv_heads=4, hidden=80, theta=500000.0, tied=True)
     gpt2_scaled = GPT2(vocab=300, positions=64, d=32, layers=3, heads=4, scale_by_layer=True)
+    qwen2 = Llama(vocab=300, d=64, layers=2, heads=4, kv_heads=2, hidden=96, theta=1000000.0, model_type="qwen2")
+    mistral = Llama(vocab=300, d=64, layers=2, heads=8, kv_heads=2, hidden=96, model_type="mistral", rope_factor=2.0)
     gpt2_half = rounded(GPT2(vocab=300, positions=64, d=32, layers=2, heads=4), torch.float16)
     llama_bf16 = rounded(Llama(vocab=300, d=64, layers=3, heads=8, kv_heads=2, hidden=96), torch.bfloat16)
 
@@ -47,6 +50,8 @@ def main():
                                                                  for i in range(2)}), 1),
         ("gpt2-scale-by-layer", gpt2_scaled, gpt2_scaled.config, gpt2_scaled.hf_state_dict(), 1),
         ("llama-gqa", llama, llama.config, llama.hf_state_dict(), 1),
+        ("qwen2-qkv-bias", qwen2, qwen2.config, qwen2.hf_state_dict(), 1),
+        ("mistral-linear-rope", mistral, mistral.config, mistral.hf_state_dict(), 1),
         ("llama-tied-shards", llama_tied, llama_tied.config, llama_tied.hf_state_dict(), 3),
         ("llama-bf16-shards", llama_bf16, llama_bf16.config, llama_bf16.hf_state_dict(dtype=torch.bfloat16), 2),
     ]

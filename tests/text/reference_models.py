@@ -104,16 +104,22 @@ def rotary_interleaved(x, pos, theta):
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab, d, layers, heads, kv_heads, hidden, theta=10000.0, eps=1e-5, tied=False):
+    """MODEL_TYPE "qwen2" gives q, k and v biases (Qwen2's one difference); ROPE_FACTOR > 1 divides
+    the positions' angles as rope_scaling {"type": "linear"} does."""
+
+    def __init__(self, vocab, d, layers, heads, kv_heads, hidden, theta=10000.0, eps=1e-5, tied=False,
+                 model_type="llama", rope_factor=1.0):
         super().__init__()
+        self.rope_factor = rope_factor
+        qkv_bias = model_type == "qwen2"
         self.vocab, self.d, self.heads, self.kv_heads, self.theta, self.eps = vocab, d, heads, kv_heads, theta, eps
         self.hd = d // heads
         self.tok = nn.Embedding(vocab, d)
         self.layers = nn.ModuleList()
         for _ in range(layers):
             L = nn.Module()
-            L.wq, L.wk = nn.Linear(d, heads * self.hd, bias=False), nn.Linear(d, kv_heads * self.hd, bias=False)
-            L.wv, L.wo = nn.Linear(d, kv_heads * self.hd, bias=False), nn.Linear(heads * self.hd, d, bias=False)
+            L.wq, L.wk = nn.Linear(d, heads * self.hd, bias=qkv_bias), nn.Linear(d, kv_heads * self.hd, bias=qkv_bias)
+            L.wv, L.wo = nn.Linear(d, kv_heads * self.hd, bias=qkv_bias), nn.Linear(heads * self.hd, d, bias=False)
             L.w1, L.w2, L.w3 = nn.Linear(d, hidden, bias=False), nn.Linear(hidden, d, bias=False), nn.Linear(d, hidden, bias=False)
             L.attention_norm, L.ffn_norm = nn.Parameter(torch.ones(d)), nn.Parameter(torch.ones(d))
             self.layers.append(L)
@@ -129,14 +135,17 @@ class Llama(nn.Module):
         self.tied = tied
         if tied:
             self.output.weight = self.tok.weight
-        self.config = dict(model_type="llama", vocab_size=vocab, hidden_size=d, intermediate_size=hidden,
+        self.config = dict(model_type=model_type, vocab_size=vocab, hidden_size=d, intermediate_size=hidden,
                            num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                            rms_norm_eps=eps, rope_theta=theta, max_position_embeddings=256, hidden_act="silu",
                            tie_word_embeddings=tied, bos_token_id=1, eos_token_id=2)
+        if rope_factor != 1.0:
+            self.config["rope_scaling"] = {"type": "linear", "factor": rope_factor}
 
     def forward(self, ids, padding=None):
         B, T = ids.shape
         pos, mask = positions_and_mask(ids, padding)
+        pos = pos.float() / self.rope_factor
         rep = self.heads // self.kv_heads
         x = self.tok(ids)
         for L in self.layers:
@@ -157,8 +166,8 @@ class Llama(nn.Module):
         """Hugging Face's LlamaForCausalLM names, q and k rows permuted to the rotate-half layout
         (llama2.c export.py's permute_original)."""
         def permute(w, heads):
-            rows, cols = w.shape
-            return w.view(heads, rows // heads // 2, 2, cols).transpose(1, 2).reshape(rows, cols)
+            rows = w.shape[0]
+            return w.view(heads, rows // heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
         sd = {"model.embed_tokens.weight": self.tok.weight}
         for i, L in enumerate(self.layers):
             p = "model.layers.%d." % i
@@ -168,6 +177,10 @@ class Llama(nn.Module):
                        p + "mlp.gate_proj.weight": L.w1.weight, p + "mlp.down_proj.weight": L.w2.weight,
                        p + "mlp.up_proj.weight": L.w3.weight,
                        p + "input_layernorm.weight": L.attention_norm, p + "post_attention_layernorm.weight": L.ffn_norm})
+            if L.wq.bias is not None:   # the biases' rows permuted as the weights' are
+                sd.update({p + "self_attn.q_proj.bias": permute(L.wq.bias, self.heads),
+                           p + "self_attn.k_proj.bias": permute(L.wk.bias, self.kv_heads),
+                           p + "self_attn.v_proj.bias": L.wv.bias})
         sd["model.norm.weight"] = self.norm
         if not self.tied:
             sd["lm_head.weight"] = self.output.weight
