@@ -35,8 +35,10 @@ const SentencePieceApi& api() {
       }
     }
     int flags = RTLD_NOW | RTLD_LOCAL;
-#if !defined(__SANITIZE_ADDRESS__)
-    flags |= RTLD_DEEPBIND;   // AddressSanitizer refuses it; there the two protobufs may clash
+#if defined(PURPLE_SENTENCEPIECE_DEEPBIND) && !defined(__SANITIZE_ADDRESS__)
+    // Set by CMake when libsentencepiece carries its own protobuf. AddressSanitizer refuses
+    // RTLD_DEEPBIND; there the two protobufs may clash.
+    flags |= RTLD_DEEPBIND;
 #endif
     void* handle = path.empty() ? nullptr : dlopen(path.c_str(), flags);
     if (!handle) {

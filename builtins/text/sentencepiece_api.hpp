@@ -6,7 +6,10 @@
 // (measured: a segfault in libprotobuf's static initialisation, inside sentencepiece's copy).
 // So the binding lives in a plugin that libpurple opens on first use with RTLD_LOCAL |
 // RTLD_DEEPBIND: sentencepiece then sees only its own protobuf, and the process only LibTorch's.
-// Both sides are built by the same compiler from this tree, so C++ types cross the boundary.
+// (RTLD_DEEPBIND only where CMake found libsentencepiece without a NEEDED libprotobuf: a
+// library-bound lookup also binds sentencepiece's std::cerr to libstdc++'s own copy rather than
+// the program's, which only its error logging would touch.) Both sides are built by the same
+// compiler from this tree, so C++ types cross the boundary.
 #pragma once
 #include <string>
 #include <vector>
