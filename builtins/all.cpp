@@ -22,11 +22,15 @@ void registerAllBuiltins(Interp& in) {
       {"nn", registerOptimizers}, {"nn", registerOptimizerState}, {"nn", registerAmp},
       {"nn", registerAveragedModels}, {"nn", registerSerialize},
       {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript}, {"formats", registerJit},
+      {"formats", registerJson},
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataWorkers}, {"data", registerDataIO}, {"metrics", registerMetrics},
       {"display", registerImages}, {"display", registerHtml}, {"images", registerImageFiles},
       {"profile", registerTensorMemory}, {"profile", registerSampling}, {"profile", registerOpProfiler},
 #ifdef PURPLE_HAVE_PLOT
       {"plot", registerPlot},
+#endif
+#ifdef PURPLE_HAVE_SENTENCEPIECE
+      {"text", registerSentencePiece},
 #endif
 #ifdef PURPLE_HAVE_TENSORBOARD
       {"tensorboard", registerTensorBoard},

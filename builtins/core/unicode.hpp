@@ -13,6 +13,7 @@ bool isUppercase(uint32_t cp);
 bool isLowercase(uint32_t cp);
 bool isWhitespace(uint32_t cp);
 int digitValue(uint32_t cp);          // 0..9 for a decimal digit (general category Nd), else -1
+const char* generalCategory(uint32_t cp);   // "Lu", "Nd" ... (two letters)
 
 uint32_t toUpper(uint32_t cp);        // simple (one code point) mappings
 uint32_t toLower(uint32_t cp);

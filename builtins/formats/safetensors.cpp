@@ -8,6 +8,7 @@
 #include "builtins/core/hashtable.hpp"
 #include "builtins/formats/atomic_file.hpp"
 #include "builtins/formats/format_error.hpp"
+#include "builtins/formats/json_nesting.hpp"
 #include "builtins/formats/mapped_file.hpp"
 #include "builtins/nn/value.hpp"
 #include "interp/language/printer.hpp"
@@ -76,22 +77,9 @@ struct Header {
 };
 
 void checkNesting(std::string_view text) {
-  int depth = 0;
-  bool inString = false;
-  for (size_t i = 0; i < text.size(); i++) {
-    char c = text[i];
-    if (inString) {
-      if (c == '\\') i++;
-      else if (c == '"') inString = false;
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxNesting)
-        fail("corrupt header: JSON nested deeper than the format's " + std::to_string(kMaxNesting) + " levels (at byte " + std::to_string(i) + ")");
-    } else if (c == '}' || c == ']') {
-      depth--;
-    }
-  }
+  size_t at = jsonNestingPast(text, kMaxNesting);
+  if (at != std::string_view::npos)
+    fail("corrupt header: JSON nested deeper than the format's " + std::to_string(kMaxNesting) + " levels (at byte " + std::to_string(at) + ")");
 }
 
 // The header as the format's rules say it must be: a JSON object of tensors (dtype, shape,

@@ -155,6 +155,28 @@ void registerNnDefine(Registry& r) {
         "modules (registered as a ModuleList). The tensors given are the module's own: the forward procedure can use "
         "them directly. define-module is the usual way to write this.");
 
+  r.def("module-set-submodule!", "(m name child)",
+        [](ModuleRef m, Value nameValue, Value child) {
+          const char* who = "module-set-submodule!";
+          std::string name = keyName(nameValue, who);
+          if (name.empty() || name.find('.') != std::string::npos)
+            throwError("value-error", std::string(who) + ": a child's name is one non-empty part without dots, got \"" + name + "\"");
+          bool present = m.ptr->named_children().contains(name);
+          if (child.isFalse()) {
+            if (present) m.ptr->unregister_module(name);
+            return;
+          }
+          ModulePtr c = childModule(child, name, who);
+          for (const auto& sub : c->modules())
+            if (sub.get() == m.ptr.get()) throwError("value-error", std::string(who) + ": a module cannot contain itself");
+          if (present) m.ptr->replace_module(name, c);
+          else m.ptr->register_module(name, c);
+        },
+        "Registers CHILD (a module, a procedure or a list of modules) as M's submodule NAME after M was made, "
+        "replacing one of that name, or removes it when CHILD is #f (setattr and delattr on a torch.nn.Module). "
+        "Parameters, state-dict, module-to and optimizers made afterwards see the change; M's forward sees only what "
+        "its own procedure refers to (adapters such as (purple text)'s LoRA keep CHILD there too).");
+
   r.def("%as-parameter", "(t)",
         [](const at::Tensor& t) {
           at::Tensor p = t.detach();
