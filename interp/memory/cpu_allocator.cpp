@@ -19,11 +19,13 @@
 //
 // What is kept: free ranges stay mapped while the footprint (bytes in use and free) is within
 // the largest footprint so far, or within the bytes in use plus kSlack; a fresh mapping first
-// unmaps the excess. A request that takes the bytes in use past their peak unmaps every free
-// range first, since they would all sit under the new peak: the work changed shape (the test
-// pass of the mnist example, batches of 1,000 after training on 64, would otherwise keep the
-// training's ranges resident under its own). Blocks over kLargestCached are mapped and unmapped
-// each time, as glibc does past its largest mmap threshold, which is what python3-torch's get.
+// unmaps the excess. A request that takes the bytes in use more than kSlack past their peak is
+// a change of work (the test pass of the mnist example, batches of 1,000 after training on 64):
+// every free range is unmapped first, since it would sit under the new peak. A peak that creeps
+// up a block at a time (tensors the collector frees later, a graph that grows) unmaps nothing:
+// unmapping every free range at each new peak made bench/train/mlp map and unmap a block every
+// ten steps. Blocks over kLargestCached are mapped and unmapped each time, as glibc does past
+// its largest mmap threshold, which is what python3-torch's get.
 //
 // Below 128 KB (kLargeBlock), glibc's malloc serves LibTorch. Its defaults move the mmap threshold at run time
 // and give memory back at every free that leaves 2x that threshold free at the heap's top, so a
@@ -40,6 +42,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -149,11 +152,11 @@ class CachingCpuAllocator final : public c10::Allocator {
   using Ranges = std::vector<std::pair<char*, size_t>>;
 
   // The free ranges to unmap before mapping SIZE fresh bytes (see the header comment), taken out
-  // of the heap: all of them when the bytes in use reach a new peak, else the excess over the
-  // bound, cut from the ends of the largest free ranges.
+  // of the heap: all of them when the bytes in use jump more than kSlack past their peak, else
+  // the excess over the bound, cut from the ends of the largest free ranges.
   Ranges evictFor(size_t size) const {
     std::lock_guard<std::mutex> g(lock_);
-    if (live_ + size > peakLive_) return takeAllFreeLocked();
+    if (live_ + size > peakLive_ + kSlack) return takeAllFreeLocked();
     size_t bound = std::max(peakFootprint_, live_ + size + kSlack);
     size_t excess = live_ + cached_ + size > bound ? live_ + cached_ + size - bound : 0;
     Ranges out;
