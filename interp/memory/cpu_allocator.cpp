@@ -11,11 +11,12 @@
 // step of a convolutional network asks for a few hundred buffers of dozens of sizes, the
 // forward pass's activations and the backward pass's gradients and workspaces, and the sizes it
 // frees are not those it asks for next. A same-size cache missed on most of them and, bounded by
-// the peak in use, unmapped what the next pass wanted: a resnet18 on 64x64 images at 1 thread
-// took 3.9x python3-torch's page faults and 3x its system time, and more every epoch. glibc's
-// heap (python3-torch's) serves any size from any freed range; so does this one, and a training
-// loop's layout settles after a step or two: no fresh pages after that (bench/examples/
-// resnet-folder.purple).
+// the peak in use, unmapped what the next pass wanted: resnet18 trained on 640 64x64 images at 1
+// thread (bench/examples/resnet-folder.purple, 3 epochs) took 1.55 M page faults, 0.49 M more
+// every epoch, and 2.96 s of system time (python3-torch 1.15 M and 2.23 s). glibc's heap
+// (python3-torch's) serves any size from any freed range; so does this one, and a training
+// loop's layout settles within its first steps: 0.08 M page faults and 0.23 s, the same for one
+// epoch as for three (bench/results/2026-11-29-allocator.md).
 //
 // What is kept: free ranges stay mapped while the footprint (bytes in use and free) is within
 // the largest footprint so far, or within the bytes in use plus kSlack; a fresh mapping first
@@ -66,11 +67,13 @@ constexpr size_t kLargeBlock = size_t(128) << 10;
 constexpr size_t kGranule = size_t(4) << 10;
 // Room for the heap's fragmentation: a fresh mapping may take the footprint this far above the
 // bytes in use when that is past the largest footprint so far. Without it (free ranges bounded by
-// the peak in use alone), the resnet18 above settled nowhere: each step's layout needed a few MB
-// more than the peak, unmapped them and mapped them again. A closure loop (LBFGS over an LSTM,
-// PyTorch's time_sequence_prediction example) frees a whole graph's buffers, about 900 MB, after
-// each evaluation and asks for the same ones again: the bound by the largest footprint keeps
-// them (a fixed 64 MB cache took 1.48 million page faults there, python3-torch 321,000).
+// the peak in use alone), the resnet18 above settled nowhere: its layout needs 25-35 MB more than
+// the peak in use, so each step unmapped ranges and mapped them again (replayed from its
+// allocation trace: about 13,000 page faults a step with no room, 4,000 with 16 MB, 2,000 with
+// 32 MB, none with 64 MB). A closure loop (LBFGS over an LSTM, PyTorch's time_sequence_prediction
+// example) frees a whole graph's buffers, about 900 MB, after each evaluation and asks for the
+// same ones again: the bound by the largest footprint keeps them (a fixed 64 MB cache took 1.48
+// million page faults there, python3-torch 321,000).
 constexpr size_t kSlack = size_t(64) << 20;
 // Larger blocks are unmapped when freed, as glibc does past its largest mmap threshold (32 MB),
 // which is what python3-torch's buffers get. Keeping one made a peak: the test pass of the mnist
