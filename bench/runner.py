@@ -138,11 +138,15 @@ def build_guile():
 class Case:
     """One program run: IMPL (a column) runs ARGV; GROUP names the workload group."""
 
-    def __init__(self, group, impl, argv, env=None, rss=False, repeat=1, wall=None, suffix="", rss_metric="rss"):
+    def __init__(self, group, impl, argv, env=None, rss=False, repeat=1, wall=None, suffix="", rss_metric="rss",
+                 kernel_metric=None):
         self.group, self.impl, self.argv, self.env = group, impl, argv, env
         self.suffix = suffix    # appended to the metrics it reports ("@2t": at 2 threads)
-        self.rss = rss          # wrap in /usr/bin/time -f %M
+        self.rss = rss          # wrap in /usr/bin/time (peak RSS, system time, minor page faults)
         self.rss_metric = rss_metric   # the metric the peak RSS goes under (+ suffix)
+        # with rss: the prefix of the metrics the whole process's system time (PREFIX-sys) and
+        # minor page faults (PREFIX-faults) go under (+ suffix); None: not recorded
+        self.kernel_metric = kernel_metric
         self.repeat = repeat    # for wall-clock cases: runs per repetition
         self.wall = wall        # name of a wall-clock metric (start-up): the whole process is timed
 
@@ -194,8 +198,21 @@ def example_cases(args):
             for impl, cmd in (("purple", [PURPLE, os.path.join(EXAMPLES_DIR, name + ".purple")]),
                               ("python", [PY, os.path.join(EXAMPLES_DIR, name + ".py")])):
                 out.append(Case("example-" + name, impl, cmd + argv, env=e, rss=True, suffix=sfx,
-                                wall="example-%s%s" % (name, sfx), rss_metric="example-%s-rss" % name))
+                                wall="example-%s%s" % (name, sfx), rss_metric="example-%s-rss" % name,
+                                kernel_metric="example-%s" % name))
     return out
+
+
+def example_goals(name):
+    """The goals on example NAME's `BENCH-GOALS:` comment line beyond wall time and peak RSS
+    (both always <= 1.0), as {"sys": "1.2"}: a row of the whole process's system time against
+    python3-torch's with that goal. Every example's system time and page faults are in the
+    results file's own section either way."""
+    for line in open(os.path.join(EXAMPLES_DIR, name + ".purple")):
+        if "BENCH-GOALS:" in line:
+            words = line.split("BENCH-GOALS:", 1)[1].split()
+            return dict(zip(words[::2], words[1::2]))
+    return {}
 
 
 def cases(args, sizes, cxx):
@@ -256,7 +273,7 @@ def run_case(case, env, samples, works, checks, errors):
         if case.rss and os.path.exists(TIME):
             fd, rssfile = tempfile.mkstemp(prefix="bench-rss-")
             os.close(fd)
-            argv = [TIME, "-o", rssfile, "-f", "%M"] + argv
+            argv = [TIME, "-o", rssfile, "-f", "%M %S %R"] + argv
         t0 = time.perf_counter()
         try:
             r = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=900, cwd=ROOT)
@@ -294,9 +311,12 @@ def run_case(case, env, samples, works, checks, errors):
                 samples.setdefault(("rss-inproc" + case.suffix, case.impl), []).append(float(line.split()[1]))
         if rssfile:
             try:
-                kb = float(open(rssfile).read().strip().splitlines()[-1])
+                kb, sys_s, faults = map(float, open(rssfile).read().strip().splitlines()[-1].split())
                 samples.setdefault((case.rss_metric + case.suffix, case.impl), []).append(kb * 1024)
-            except (ValueError, IndexError):
+                if case.kernel_metric:
+                    samples.setdefault((case.kernel_metric + "-sys" + case.suffix, case.impl), []).append(sys_s)
+                    samples.setdefault((case.kernel_metric + "-faults" + case.suffix, case.impl), []).append(faults)
+            except ValueError:
                 pass
             os.unlink(rssfile)
 
@@ -345,11 +365,15 @@ def all_rows(thread_counts):
         elif r == "examples":
             # pytorch/examples ported (bench/examples): the whole process, loading and start-up included
             for name in examples():
+                goals = example_goals(name)
                 for t in thread_counts:
                     rows += [("example-%s@%dt" % (name, t), "example %s, %d thread(s): wall time" % (name, t), "s", 1,
                               [("python", "1.0", None)]),
                              ("example-%s-rss@%dt" % (name, t), "example %s, %d thread(s): peak RSS" % (name, t), "MB",
                               1 / 1e6, [("python", "1.0", None)])]
+                    if "sys" in goals:
+                        rows.append(("example-%s-sys@%dt" % (name, t), "example %s, %d thread(s): system time" % (name, t),
+                                     "s", 1, [("python", goals["sys"], None)]))
         else:
             rows.append(r)
     return rows
@@ -447,6 +471,26 @@ def cpu_table(samples, sizes, thread_counts):
     return lines
 
 
+def kernel_table(samples, thread_counts):
+    """Each example's whole process: system time and minor page faults (from /usr/bin/time),
+    medians, Purple against python3-torch."""
+    lines = ["| example | threads | Purple sys (s) | python3-torch sys (s) | ÷ | Purple minor faults | "
+             "python3-torch minor faults | ÷ |", "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for name in examples():
+        for t in thread_counts:
+            cells = []
+            for kind, form in (("sys", "%.2f"), ("faults", "%.0f")):
+                p = samples.get(("example-%s-%s@%dt" % (name, kind, t), "purple"))
+                o = samples.get(("example-%s-%s@%dt" % (name, kind, t), "python"))
+                pm = statistics.median(p) if p else None
+                om = statistics.median(o) if o else None
+                cells += [form % pm if pm is not None else "—", form % om if om is not None else "—",
+                          "%.2f" % (pm / om) if pm is not None and om else "—"]
+            if cells.count("—") < len(cells):
+                lines.append("| %s | %d | %s |" % (name, t, " | ".join(cells)))
+    return lines if len(lines) > 2 else []
+
+
 def goal_line(summary):
     met = [s for s in summary if s[4].startswith("**pass")]
     missed = ["%s vs %s (%s, goal ≤ %s)" % (s[0].replace("`", ""), s[1],
@@ -459,7 +503,10 @@ def goal_line(summary):
 def metric_group(metric):
     metric = metric.split("@")[0]
     if metric.startswith("example-"):
-        return metric[:-len("-rss")] if metric.endswith("-rss") else metric
+        for tail in ("-rss", "-sys", "-faults"):
+            if metric.endswith(tail):
+                return metric[:-len(tail)]
+        return metric
     return {"add": "dispatch", "matmul-relu": "dispatch", "mlp-epoch": "mlp", "rss": "mlp",
             "cnn-step": "cnn", "startup": "startup"}.get(metric, "interp")
 
@@ -546,6 +593,16 @@ def write_results(args, sizes, samples, checks, works, errors, info, vers, load0
     md.append("")
     md.extend(cpu_table(samples, sizes, args.thread_counts))
     md.append("")
+    kernel = kernel_table(samples, args.thread_counts)
+    if kernel:
+        md.append("## The examples' system time and page faults")
+        md.append("")
+        md.append("The whole process of each example (start-up and loading included), from `/usr/bin/time`: "
+                  "system (kernel) time and minor page faults, medians. Page faults are counted exactly, so "
+                  "machine load does not blur them as it does times.")
+        md.append("")
+        md.extend(kernel)
+        md.append("")
     if counts_md:
         md.append("## Memory traffic and thread activity per training step")
         md.append("")
