@@ -360,6 +360,23 @@ void registerSystem(Registry& r) {
     }
     return listFromArray(items, 4);
   }, "Internal: (kind family signature doc) of the global NAME, or #f; used by the reference generator.");
+  r.def("%builtin-ownership", "(name)", [](Interp& in, Value name) -> Value {
+    GlobalCell* cell = in.findGlobal(name);
+    if (!cell || !cell->value.is(Kind::Primitive)) return Value::f();
+    uint8_t f = cell->value.obj()->flags;
+    Value l = Value::nil();
+    auto note = [&](uint8_t bit, const char* what) {
+      if (f & bit) l = cons(intern(what), l);
+    };
+    note(kPrimBorrowsArgs, "borrows");
+    note(kPrimReturnsFresh, "returns-fresh");
+    note(kPrimUnboxedTensor, "returns-tensor");
+    note(kPrimReturnsFreshList, "returns-fresh-list");
+    note(kPrimMakesList, "makes-list");
+    return l;
+  }, "Internal: what the builtin NAME does with tensors, for purple check --memory: a list of "
+     "borrows (keeps none of its arguments), returns-fresh, returns-tensor, returns-fresh-list, "
+     "makes-list; #f when NAME is not a builtin.");
   r.def("%special-forms", "()", []() {
     size_t n = 0;
     const SpecialFormDoc* docs = specialFormDocs(&n);
