@@ -350,7 +350,7 @@ void registerAutograd(Registry& r) {
         "needs no GRADIENT; otherwise GRADIENT gives d(result)/d(tensor), one per tensor. "
         ":retain-graph #t keeps the graph for another backward (default: :create-graph). "
         ":create-graph #t records the backward pass itself, for higher derivatives. :inputs limits "
-        "accumulation to the given tensors.");
+        "accumulation to the given tensors.", kPrimBorrowsArgs);
   r.def("grad", "(outputs inputs :key grad-outputs retain-graph create-graph allow-unused)",
         [](Interp& in, Value outputs, Value inputs, Value gradOutputs, Value retainGraph, bool createGraph,
            bool allowUnused) {
@@ -368,7 +368,7 @@ void registerAutograd(Registry& r) {
         "gradients of OUTPUTS with respect to INPUTS (each one tensor or a list), as a list with one "
         "tensor per input, without touching tensor-grad. :grad-outputs weighs non-scalar outputs. "
         ":create-graph #t makes the result differentiable again (higher-order derivatives). With "
-        ":allow-unused #t an input the outputs do not depend on gives #f instead of an error.");
+        ":allow-unused #t an input the outputs do not depend on gives #f instead of an error.", kPrimBorrowsArgs | kPrimReturnsFreshList);
 
   // ---- modes ----
   r.def("call-with-grad-enabled", "(flag thunk)",

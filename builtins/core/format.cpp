@@ -277,7 +277,7 @@ void registerFormat(Registry& r) {
         "writes there. Directives: ~a (display), ~s (write), ~d ~x ~o ~b (integers), ~,4f (fixed, 4 "
         "digits), ~8,2f (width 8), ~e ~g, ~c, ~% (newline), ~& (fresh line), ~t, ~~, ~? (a format "
         "string and a list of arguments). ~10a pads to 10 columns; ~5,'0d pads a number with zeros. "
-        "Numeric directives accept one-element tensors: (format #t \"loss ~,4f~%\" loss).");
+        "Numeric directives accept one-element tensors: (format #t \"loss ~,4f~%\" loss).", kPrimBorrowsArgs);
 }
 
 }  // namespace purple

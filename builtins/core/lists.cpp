@@ -24,10 +24,11 @@ namespace {
 inline bool truthy(Value v) { return v.isTrue(); }
 
 Value call1(Interp& in, Value f, Value a) { return in.apply(f, {a}); }
-// (F A B) in a fold whose accumulator is B: a cell in flight B was dies when F is done with it.
-Value call2(Interp& in, Value f, Value a, Value b) {
+// (F A B) in a fold whose accumulator is B: a value in flight B was dies when F is done with it,
+// once the fold owns it (interp/language/ownership.hpp).
+Value call2(Interp& in, Value f, Value a, Value b, bool& ownsB) {
   Value args[2] = {a, b};
-  return applyReplacing(in, f, args, 2, b);
+  return applyReplacing(in, f, args, 2, b, ownsB);
 }
 
 // Walks several lists in step (SRFI-1 semantics: stops at the end of the shortest). The cursors
@@ -88,7 +89,7 @@ Value primCar(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
 Value primCdr(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
   checkArity(info, argc);
   if (!isPair(argv[0])) typeError("cdr", 0, "a pair", argv[0]);
-  return cdr(argv[0]);
+  return shareValue(cdr(argv[0]));   // a tail leaves with the result: see primCxr
 }
 // caar ... cddddr: the path is read from the builtin's own name, right to left.
 Value primCxr(Interp&, Value* argv, int argc, PrimitiveInfo* info) {
@@ -323,8 +324,8 @@ Value nth(std::string_view who, Value list, int64_t k) {
 void registerLists(Registry& r) {
   // ---- pairs ----
   r.defRaw("cons", "(obj1 obj2)", primCons, "A new pair whose car is OBJ1 and whose cdr is OBJ2.");
-  r.defRaw("car", "(pair)", primCar, "The first field (car) of PAIR.");
-  r.defRaw("cdr", "(pair)", primCdr, "The second field (cdr) of PAIR.");
+  r.defRaw("car", "(pair)", primCar, "The first field (car) of PAIR.", kPrimBorrowsArgs);
+  r.defRaw("cdr", "(pair)", primCdr, "The second field (cdr) of PAIR.", kPrimBorrowsArgs);
   r.defRaw("set-car!", "(pair obj)", primSetCar, "Stores OBJ in the car of PAIR.");
   r.defRaw("set-cdr!", "(pair obj)", primSetCdr, "Stores OBJ in the cdr of PAIR.");
   static const char* const kCxr[] = {
@@ -779,25 +780,29 @@ void registerLists(Registry& r) {
         [](Interp& in, Procedure kons, Value acc, Value l1, RestArgs more) {
           Cursors c("fold", 2, listsOf(l1, more));
           int n = c.count();
+          bool owned = false;
           while (c.next()) {
             c.args()[n] = acc;
-            acc = applyReplacing(in, kons.value, c.args(), n + 1, acc);
+            acc = applyReplacing(in, kons.value, c.args(), n + 1, acc, owned);
           }
           return acc;
         },
         "SRFI-1 fold: (KONS elem acc) from left to right, starting with KNIL. "
-        "(fold cons '() '(1 2 3)) => (3 2 1), (fold + 0 '(1 2 3)) => 6.");
+        "(fold cons '() '(1 2 3)) => (3 2 1), (fold + 0 '(1 2 3)) => 6.",
+        kPrimBorrowsArgs);
   r.def("fold-left", "(f init list . lists)",
         [](Interp& in, Procedure f, Value acc, Value l1, RestArgs more) {
           Cursors c("fold-left", 2, listsOf(l1, more));
+          bool owned = false;
           while (c.next(1)) {
             c.args()[0] = acc;
-            acc = applyReplacing(in, f.value, c.args(), c.count() + 1, acc);
+            acc = applyReplacing(in, f.value, c.args(), c.count() + 1, acc, owned);
           }
           return acc;
         },
         "(F acc elem) from left to right, starting with INIT (R6RS order). "
-        "(fold-left cons '() '(1 2 3)) => (((() . 1) . 2) . 3).");
+        "(fold-left cons '() '(1 2 3)) => (((() . 1) . 2) . 3).",
+        kPrimBorrowsArgs);
   r.def("fold-right", "(f init list . lists)",
         [](Interp& in, Procedure f, Value acc, Value l1, RestArgs more) {
           Value lists = listsOf(l1, more);
@@ -818,34 +823,40 @@ void registerLists(Registry& r) {
             for (size_t k = 0; k < len; k++, q = cdr(q)) rows[k * n + i] = car(q);
           }
           Value* args = gcValues(n + 1);
+          bool owned = false;
           for (size_t k = len; k-- > 0;) {
             std::copy(rows + k * n, rows + (k + 1) * n, args);
             args[n] = acc;
-            acc = applyReplacing(in, f.value, args, n + 1, acc);
+            acc = applyReplacing(in, f.value, args, n + 1, acc, owned);
           }
           return acc;
         },
-        "(F elem acc) from right to left, starting with INIT. (fold-right cons '() '(1 2 3)) => (1 2 3).");
+        "(F elem acc) from right to left, starting with INIT. (fold-right cons '() '(1 2 3)) => (1 2 3).",
+        kPrimBorrowsArgs);
   r.def("reduce", "(f ridentity list)",
         [](Interp& in, Procedure f, Value ridentity, Value l) {
           listArg("reduce", 2, l);
           if (l.isNil()) return ridentity;
           Value acc = car(l);
-          for (Value p = cdr(l); isPair(p); p = cdr(p)) acc = call2(in, f.value, car(p), acc);
+          bool owned = false;
+          for (Value p = cdr(l); isPair(p); p = cdr(p)) acc = call2(in, f.value, car(p), acc, owned);
           return acc;
         },
         "SRFI-1 reduce: RIDENTITY for an empty LIST, else (F elem acc) folded from the left "
-        "starting with the first element. (reduce + 0 '(1 2 3)) => 6, (reduce max 0 '()) => 0.");
+        "starting with the first element. (reduce + 0 '(1 2 3)) => 6, (reduce max 0 '()) => 0.",
+        kPrimBorrowsArgs);
   r.def("reduce-right", "(f ridentity list)",
         [](Interp& in, Procedure f, Value ridentity, Value l) {
           size_t n;
           Value* items = listItems("reduce-right", 2, l, n);
           if (n == 0) return ridentity;
           Value acc = items[n - 1];
-          for (size_t k = n - 1; k-- > 0;) acc = call2(in, f.value, items[k], acc);
+          bool owned = false;
+          for (size_t k = n - 1; k-- > 0;) acc = call2(in, f.value, items[k], acc, owned);
           return acc;
         },
-        "RIDENTITY for an empty LIST, else (F e1 (F e2 ... (F en-1 en))).");
+        "RIDENTITY for an empty LIST, else (F e1 (F e2 ... (F en-1 en))).",
+        kPrimBorrowsArgs);
 }
 
 }  // namespace purple

@@ -335,19 +335,19 @@ void registerPorts(Registry& r) {
 
   r.def("display", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     portWrite(outPort(in, port, "display"), toDisplayString(v));
-  }, "Writes OBJ for people: strings without quotes, characters as themselves.");
+  }, "Writes OBJ for people: strings without quotes, characters as themselves.", kPrimBorrowsArgs);
   sandboxAllowed(r, "display", "ports: the current output port",
                "writes to a port it is given, or to the current output port: the host's output stream (Options::out, onOutput), which the host chose. A sandboxed script cannot open a file port; one opened before the limits were set (Interpreter::setLimits) stays usable, since the host or code it trusted opened it");
   r.def("write", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     portWrite(outPort(in, port, "write"), toWriteString(v));
-  }, "Writes OBJ so that read can read it back (cycles are labelled).");
+  }, "Writes OBJ so that read can read it back (cycles are labelled).", kPrimBorrowsArgs);
   sandboxAllowed(r, "write", "ports: the current output port",
                "as display");
   r.def("write-shared", "(obj :optional port)", [](Interp& in, Value v, Value port) {
     std::string text;
     printShared(text, v);
     portWrite(outPort(in, port, "write-shared"), text);
-  }, "Writes OBJ like write, labelling every shared pair or vector with #n= / #n#.");
+  }, "Writes OBJ like write, labelling every shared pair or vector with #n= / #n#.", kPrimBorrowsArgs);
   r.alias("write-simple", "write");
   r.def("newline", "(:optional port)", [](Interp& in, Value port) { portWrite(outPort(in, port, "newline"), "\n"); },
         "Writes a line break.");

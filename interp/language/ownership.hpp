@@ -140,10 +140,13 @@ inline void applyForEffect(Interp& in, Value proc, const Value* argv, int argc) 
   if (isSoleOwned(r)) releaseOwned(r);
 }
 // ... and a call whose result replaces ACC, the result of the previous step (passed in ARGV, and
-// so borrowed by PROC), frees ACC when it was a cell in flight still (fold's accumulator).
-inline Value applyReplacing(Interp& in, Value proc, const Value* argv, int argc, Value acc) {
+// so borrowed by PROC), frees ACC when the builtin owns it (OWNSACC: not its caller's initial
+// value, which may be lent) and it was a value in flight still (fold's accumulator). OWNSACC is
+// true after the first step.
+inline Value applyReplacing(Interp& in, Value proc, const Value* argv, int argc, Value acc, bool& ownsAcc) {
   Value r = in.applyOwning(proc, argv, argc);
-  if (r != acc && isSoleOwned(acc)) releaseOwned(acc, &r, 1);
+  if (ownsAcc && r != acc && isSoleOwned(acc)) releaseOwned(acc, &r, 1);
+  ownsAcc = true;
   return r;
 }
 
