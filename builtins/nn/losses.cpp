@@ -236,7 +236,7 @@ void registerLosses(Registry& r) {
         "the label sequences TARGETS under per-step class LOG-PROBS (T, N, C) (from log-softmax), summed over every "
         "alignment. TARGETS is (N, S) padded or all target sequences concatenated; INPUT-LENGTHS and TARGET-LENGTHS "
         "(lists or tensors) give each sample's lengths. :blank is the blank class; \"mean\" divides each loss by its "
-        "target length before averaging over the batch; :zero-infinity #t zeroes impossible alignments' infinite losses.");
+        "target length before averaging over the batch; :zero-infinity #t zeroes impossible alignments' infinite losses.", kPrimBorrowsArgs);
 }
 
 }  // namespace purple

@@ -155,7 +155,7 @@ void registerTensorShape(Registry& r) {
         },
         "X with each element repeated REPEATS times (torch.repeat_interleave): REPEATS is an integer or one count per "
         "element along :dim (a list or a tensor). Without :dim X is flattened first. (tensor-repeat-interleave #[1 2] "
-        "2) is #[1 1 2 2].");
+        "2) is #[1 1 2 2].", kPrimTensorFunction);
   r.def("tensor-meshgrid", "(. tensors :key (indexing \"ij\"))",
         [](RestArgs rest, std::string indexing) {
           if (indexing != "ij" && indexing != "xy")
