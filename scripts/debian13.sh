@@ -124,6 +124,13 @@ proxies=()
 for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
   [ -n "${!v:-}" ] && proxies+=("$v=${!v}")
 done
+# A host whose egress goes through a proxy with its own certificate authority trusts it in its
+# bundle; npm inside the root (tests/text's gpt-3-encoder) needs the same trust, so the root gets
+# a copy of the host's bundle beside its own, named by NODE_EXTRA_CA_CERTS.
+host_ca=${NODE_EXTRA_CA_CERTS:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}
+if [ -f "$host_ca" ] && cp -L "$host_ca" "$target/etc/purple-host-ca.crt" 2>/dev/null; then
+  proxies+=("NODE_EXTRA_CA_CERTS=/etc/purple-host-ca.crt")
+fi
 in_root() {
   chroot "$target" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 ${proxies[@]+"${proxies[@]}"} \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
