@@ -226,10 +226,10 @@ Value Interp::evalForm(Value form, PositionTable* positions) {
   Node* node = analyzeToplevel(*this, form, positions, &frameSize, &ownable);
   auto* f = static_cast<Frame*>(gcAlloc(sizeof(Frame) + frameSize * sizeof(Value)));
   f->kind = Kind::Frame;
-  f->extra = frameSize;
+  f->extra = ownable;
   f->parent = nullptr;
   for (uint32_t i = 0; i < frameSize; i++) f->slots[i] = Value::unbound();
-  return shareValue(evalOwning(node, f, ownable));
+  return shareValue(evalOwning(node, f));
 }
 
 Value Interp::evalString(std::string_view text, std::string_view sourceName) {

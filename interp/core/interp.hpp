@@ -24,10 +24,18 @@ std::string sourcePosText(const SourcePos& p);                   // "file:line:c
 // one form is read, and the analyzer consults it while the same form is compiled.
 using PositionTable = std::unordered_map<const Object*, SourcePos>;
 
-struct Frame : Object {           // extra = slot count
+// small: the slots (below 16) that own the tensor cell or list they hold; extra: the slots whose
+// values die with the frame (LambdaNode::ownableSlots). interp/language/ownership.hpp.
+struct Frame : Object {
   Frame* parent;
   Value slots[1];
 };
+// The frame an activation that owns none "owns": nothing (small = 0), so the evaluator tests
+// ownedEnv->small without a null test first.
+extern Frame gNoOwnedFrame;
+// Set once the first tensor cell is sole-owned (interp/memory/tensor_value.cpp): until then the
+// evaluator takes its plain walk, which tracks no ownership.
+extern std::atomic<bool> gSoleOwnedCellsMade;
 
 struct Limits {
   bool allowFiles = true;         // open-*-file, load, delete-file ...
@@ -81,17 +89,20 @@ class Interp {
   Value evalString(std::string_view text, std::string_view sourceName = "<string>");
   Value evalForm(Value form, PositionTable* positions = nullptr);
   Value loadFile(const std::string& path);
-  Value apply(Value proc, const Value* argv, int argc);
+  Value apply(Value proc, const Value* argv, int argc) { return shareValue(applyOwning(proc, argv, argc)); }
   Value apply(Value proc, std::initializer_list<Value> args) {
     return apply(proc, args.begin(), int(args.size()));
   }
   // The tree walker (eval.cpp). Its result may be a tensor cell in flight, which the code using
   // it must own or mark shared (language/ownership.hpp); code outside the evaluator calls
   // evalForm or apply, whose results are shared.
-  Value eval(Node* node, Frame* env);
-  // eval on a frame whose ownership passes to the walk: the cells its OWNABLE slots own die
-  // when the walk returns (apply's closure frames).
-  Value evalOwning(Node* node, Frame* env, uint16_t ownable);
+  Value eval(Node* node, Frame* env) {
+    return gSoleOwnedCellsMade.load(std::memory_order_relaxed) ? evalActivation<true>(node, env, &gNoOwnedFrame)
+                                                               : evalActivation<false>(node, env, &gNoOwnedFrame);
+  }
+  // eval on a frame whose ownership passes to the walk: what its ownable slots own dies when the
+  // walk returns (apply's closure frames, a top-level form's frame).
+  Value evalOwning(Node* node, Frame* env) { return evalActivation<true>(node, env, env); }
   // apply, for the evaluator and the few builtins that own what a call returns (fold,
   // for-each): the result may be a cell in flight.
   Value applyOwning(Value proc, const Value* argv, int argc);
@@ -172,7 +183,8 @@ class Interp {
   bool loadingPrelude = false;     // the analyzer marks calls it compiles meanwhile (kAppInPrelude)
 
   void safePoint();               // run finalizers / collect when tensor memory asks for it
-  Value evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t ownedOwnable);
+  template <bool kOwning>
+  Value evalActivation(Node* node, Frame* env, Frame* ownedEnv);   // (eval.cpp instantiates both)
   // Called first when this interpreter is destroyed: an optional library (the Python bridge)
   // drops what it holds for it.
   std::vector<std::function<void(Interp&)>> onDestroy;

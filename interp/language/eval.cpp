@@ -69,13 +69,13 @@ inline void recordClosureCall(Interp::CallRecord* rec, AppNode* app, Value fn) {
 
 namespace {
 
-inline Frame* heapFrame(uint32_t size, Frame* parent) {
+inline Frame* heapFrame(uint32_t size, uint16_t ownable, Frame* parent) {
   auto* f = static_cast<Frame*>(GC_MALLOC(sizeof(Frame) + (size ? size - 1 : 0) * sizeof(Value)));
   if (!f) throw std::bad_alloc();
   f->kind = Kind::Frame;
   f->flags = 0;
   f->small = 0;
-  f->extra = size;
+  f->extra = ownable;
   f->parent = parent;
   return f;
 }
@@ -86,10 +86,11 @@ inline Frame* heapFrame(uint32_t size, Frame* parent) {
 inline Frame* frameForOutsideCall(Value proc, char* store) {
   LambdaNode* l = proc.as<Closure>()->code;
   Frame* parent = proc.as<Closure>()->env;
-  if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, parent);
+  if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, l->ownableSlots, parent);
   auto* f = reinterpret_cast<Frame*>(store);
   f->kind = Kind::Frame;
-  f->extra = l->frameSize;
+  f->small = 0;
+  f->extra = l->ownableSlots;
   f->parent = parent;
   return f;
 }
@@ -342,10 +343,10 @@ void adoptOwnedArguments(Value* argv, uint32_t argc, uint32_t scratchMask) {
 // (bit I of SCRATCHMASK): when OLD's slot I owns a cell that is not passed on, the new tensor
 // takes that cell, and the old tensor goes first, as under reference counting. The bits of the
 // arguments so placed leave SCRATCHMASK.
-void reuseDeadCells(Frame* old, uint16_t ownable, Value* argv, uint32_t argc, uint32_t& scratchMask) {
+void reuseDeadCells(Frame* old, Value* argv, uint32_t argc, uint32_t& scratchMask) {
   if (tensorScopeOpen()) return;
   for (uint32_t i = 0; i < argc && i < kOwnerSlots; i++) {
-    if (!argBit(scratchMask, i) || !(old->small & ownable & ownerBit(i))) continue;
+    if (!argBit(scratchMask, i) || !(old->small & old->extra & ownerBit(i))) continue;
     Value cell = old->slots[i];
     if (!isSoleOwnedTensor(cell)) continue;
     bool passedOn = false;
@@ -364,7 +365,11 @@ void reuseDeadCells(Frame* old, uint16_t ownable, Value* argv, uint32_t argc, ui
 inline uint32_t bindClosureArgs(Interp& in, Value proc, Frame* f, const Value* argv, int argc) {
   LambdaNode* l = proc.as<Closure>()->code;
   if (uint32_t(argc) == l->nRequired && !(l->nOptional | l->nKeys | l->hasRest)) {
-    for (int i = 0; i < argc; i++) f->slots[i] = argv[i];
+    for (int i = 0; i < argc; i++) {
+      Value v = argv[i];
+      __asm__("" : "+r"(v.bits));   // (a few moves: gcc would call memcpy for this loop)
+      f->slots[i] = v;
+    }
     for (uint32_t i = uint32_t(argc); i < l->frameSize; i++) f->slots[i] = Value::unbound();
     return 0;
   }
@@ -411,12 +416,12 @@ inline uint32_t lendableTo(AppNode* app, LambdaNode* l) {
 // large, else this activation's frameStore.
 inline Frame* frameForCall(Value fn, char* frameStore, bool& frameStoreLive) {
   LambdaNode* l = fn.as<Closure>()->code;
-  if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, fn.as<Closure>()->env);
+  if (l->heapFrame || l->frameSize > kInlineSlots) return heapFrame(l->frameSize, l->ownableSlots, fn.as<Closure>()->env);
   auto* f = reinterpret_cast<Frame*>(frameStore);
   frameStoreLive = true;
   f->kind = Kind::Frame;
   f->small = 0;
-  f->extra = l->frameSize;
+  f->extra = l->ownableSlots;
   f->parent = fn.as<Closure>()->env;
   return f;
 }
@@ -437,11 +442,11 @@ __attribute__((always_inline)) inline void evalLending(Interp& in, AppNode* app,
 // A call of a closure with simple parameters where argument `first` (and maybe later ones) is
 // a call of a tensor builtin: those results are held without a cell until the frame is bound,
 // then each parameter owns its tensor alone (kTensorSoleOwner), reusing the cell of the
-// previous iteration's tensor in a tail-recursive loop. OWNED/OWNABLE: the frame this
-// activation owns, which dies now (ownership.hpp). Returns the bound frame.
+// previous iteration's tensor in a tail-recursive loop. OWNED: the frame this activation owns,
+// which dies now (ownership.hpp). Returns the bound frame.
 __attribute__((noinline)) Frame* bindOwnedTensorCall(Interp& in, AppNode* app, Value fn, Frame* env, Value* argv,
                                                      uint32_t first, char* frameStore, bool& frameStoreLive,
-                                                     Interp::CallRecord* rec, Frame* owned, uint16_t ownable) {
+                                                     Interp::CallRecord* rec, Frame* owned) {
   LambdaNode* l = fn.as<Closure>()->code;
   uint32_t lent = lendableTo(app, l);
   ScratchTensors scratch;
@@ -459,8 +464,8 @@ __attribute__((noinline)) Frame* bindOwnedTensorCall(Interp& in, AppNode* app, V
   recordClosureCall(rec, app, fn);
   uint32_t moved = 0;
   if (owned) {
-    reuseDeadCells(owned, ownable, argv, app->argc, scratchMask);
-    moved = retireOwnedFrame(owned, ownable, argv, app->argc);
+    reuseDeadCells(owned, argv, app->argc, scratchMask);
+    moved = retireOwnedFrame(owned, argv, app->argc);
   }
   if (scratchMask) adoptOwnedArguments(argv, app->argc, scratchMask);
   Frame* f = frameForCall(fn, frameStore, frameStoreLive);
@@ -552,7 +557,6 @@ Value callWithEscape(Interp& in, Value proc, Value k) {
   LambdaNode* l = proc.as<Closure>()->code;
   alignas(16) char store[kFrameStoreBytes];
   Frame* f = frameForOutsideCall(proc, store);
-  f->small = 0;
   bindClosureArgs(in, proc, f, &k, 1);   // (a default expression that calls K unwinds as before)
   if (--in.stepsLeft <= 0) in.safePoint();
   struct Restore {
@@ -563,23 +567,28 @@ Value callWithEscape(Interp& in, Value proc, Value k) {
   return shareValue(in.eval(l->body, f));
 }
 
+Frame gNoOwnedFrame{};   // (zero: constant-initialised, usable before any constructor runs)
+
 // The activation's returns: the frame it owns dies (ownership.hpp), and the cells its slots own
 // go with it, except the value returned.
+
 #define EVAL_RETURN(expr)                                                                      \
   do {                                                                                        \
     Value result_ = (expr);                                                                   \
-    if (ownedEnv && (ownedEnv->small & ownedOwnable)) releaseOwnedSlots(ownedEnv, ownedOwnable, result_); \
+    if (kOwning && __builtin_expect(ownedEnv->small != 0, 0)) finishOwnedFrame(ownedEnv, result_); \
     return result_;                                                                           \
   } while (0)
 
-Value Interp::eval(Node* node, Frame* env) { return evalActivation(node, env, nullptr, 0); }
-
-Value Interp::evalOwning(Node* node, Frame* env, uint16_t ownable) { return evalActivation(node, env, env, ownable); }
-
 // One C++ activation of the tree walker. OWNEDENV is the frame this activation owns, if any
-// (one it bound for a closure call, or one handed over by evalOwning): the variables in its
-// OWNEDOWNABLE slots own their cells, which die when the frame does.
-Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t ownedOwnable) {
+// (one it bound for a closure call, or one handed over by evalOwning): what the variables of its
+// ownable slots (Frame::extra) own dies when the frame does.
+//
+// Two walkers: kOwning tracks the frame the activation owns; the plain one runs while no cell is
+// sole-owned anywhere in the process (soleOwnedCellsExist: code that has made no tensor yet, as a
+// plain Lisp program), where every owner bit is zero and the tracking would only cost time. A
+// plain activation that finds cells owned at its next closure call goes on as an owning one.
+template <bool kOwning>
+Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv) {
   if (++depth > limits.maxDepth || reinterpret_cast<char*>(__builtin_frame_address(0)) < stackLimit)
     recursionTooDeep(*this);
   DepthRestore restore{*this};
@@ -598,7 +607,9 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t o
         uint32_t index = static_cast<LocalNode*>(node)->index;
         Value v = env->slots[index];
         // The variable of a dying frame that owns its cell passes it on to the caller.
-        if (env == ownedEnv && (env->small & ownedOwnable & ownerBit(index))) EVAL_RETURN(v);
+        if (kOwning && __builtin_expect(env->small != 0, 0) && env == ownedEnv &&
+            (env->small & env->extra & ownerBit(index)))
+          EVAL_RETURN(v);
         EVAL_RETURN(shareValue(v));
       }
       case Op::Local1:
@@ -732,15 +743,17 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t o
           LambdaNode* l = fn.as<Closure>()->code;
           if (argc == l->directArity && !app->tensorArgMask) {
             auto* f = reinterpret_cast<Frame*>(frameStore);
-            uint32_t lent = app->borrowArgMask & l->ownableSlots, moved = 0;
+            // (Lending matters only once a cell is owned somewhere; before that a plain read
+            // is the same thing.)
+            uint32_t lent = kOwning ? app->borrowArgMask : 0, moved = 0;
+            if (__builtin_expect(lent != 0, 0)) lent &= l->ownableSlots;
             if (!frameStoreLive) {
               if (!lent) {
                 for (uint32_t i = 0; i < argc; i++) f->slots[i] = evalShapedFirst(*this, app->args[i], env);
               } else {
                 evalLending(*this, app, env, lent, f->slots);
               }
-              if (ownedEnv && (ownedEnv->small & ownedOwnable))
-                moved = retireOwnedFrame(ownedEnv, ownedOwnable, f->slots, argc);
+              if (kOwning && __builtin_expect(ownedEnv->small != 0, 0)) moved = retireOwnedFrame(ownedEnv, f->slots, argc);
             } else {
               alignas(Value) char nextStore[kInlineSlots * sizeof(Value)];   // (uninitialised: no stores)
               auto* next = reinterpret_cast<Value*>(nextStore);
@@ -749,8 +762,7 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t o
               } else {
                 evalLending(*this, app, env, lent, next);
               }
-              if (ownedEnv && (ownedEnv->small & ownedOwnable))
-                moved = retireOwnedFrame(ownedEnv, ownedOwnable, next, argc);
+              if (kOwning && __builtin_expect(ownedEnv->small != 0, 0)) moved = retireOwnedFrame(ownedEnv, next, argc);
               for (uint32_t i = 0; i < argc; i++) {
                 Value v = next[i];
                 __asm__("" : "+r"(v.bits));   // (a few moves: not the call of memcpy gcc makes of this loop)
@@ -759,14 +771,21 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t o
             }
             for (uint32_t i = argc; i < l->frameSize; i++) f->slots[i] = Value::unbound();
             f->kind = Kind::Frame;
-            f->small = uint16_t(inFlightArguments(f->slots, argc, lent, moved));   // argc <= 8: all can own
-            f->extra = l->frameSize;
             f->parent = fn.as<Closure>()->env;
             frameStoreLive = true;
-            ownedEnv = f;
-            ownedOwnable = l->ownableSlots;
             recordClosureCall(rec, app, fn);
+            // (The plain walk leaves Frame::extra alone: only an owning activation reads it.)
+            bool handOver = false;
+            if (kOwning || __builtin_expect(soleOwnedCellsExist(), 0)) {
+              f->small = uint16_t(inFlightArguments(f->slots, argc, lent, moved));   // argc <= 8: all can own
+              f->extra = l->ownableSlots;
+              handOver = !kOwning;
+            } else {
+              f->small = 0;
+            }
+            ownedEnv = f;
             if (__builtin_expect(--stepsLeft <= 0, 0)) safePoint();
+            if (!kOwning && __builtin_expect(handOver, 0)) return evalActivation<true>(l->body, f, f);
             env = f;
             node = l->body;
             continue;
@@ -794,7 +813,7 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t o
         LambdaNode* l = fn.as<Closure>()->code;
         // A tensor builtin's result passed straight to a closure's parameter goes the slower
         // way of bindOwnedTensorCall, which keeps this activation's stack frame small.
-        uint32_t lent = lendableTo(app, l);
+        uint32_t lent = kOwning ? lendableTo(app, l) : 0;
         bool adopt = app->tensorArgMask && hasSimpleParams(l);
         uint32_t i = 0;
         for (; i < argc; i++) {
@@ -805,11 +824,11 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t o
         }
         if (i < argc) {
           env = bindOwnedTensorCall(*this, app, fn, env, argv, i, frameStore, frameStoreLive, rec,
-                                    ownedEnv && (ownedEnv->small & ownedOwnable) ? ownedEnv : nullptr, ownedOwnable);
+                                    kOwning && ownedEnv->small ? ownedEnv : nullptr);
         } else {
           recordClosureCall(rec, app, fn);
           uint32_t moved = 0;
-          if (ownedEnv && (ownedEnv->small & ownedOwnable)) moved = retireOwnedFrame(ownedEnv, ownedOwnable, argv, argc);
+          if (kOwning && __builtin_expect(ownedEnv->small != 0, 0)) moved = retireOwnedFrame(ownedEnv, argv, argc);
           Frame* f = frameForCall(fn, frameStore, frameStoreLive);
           uint32_t defaulted = bindClosureArgs(*this, fn, f, argv, int(argc));
           f->small = uint16_t(f->small | ownerBitsAfterBinding(l, f, argv, argc, inFlightArguments(argv, argc, lent, moved),
@@ -817,8 +836,8 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t o
           env = f;
         }
         ownedEnv = env;
-        ownedOwnable = l->ownableSlots;
         if (--stepsLeft <= 0) safePoint();
+        if (!kOwning && __builtin_expect(soleOwnedCellsExist(), 0)) return evalActivation<true>(l->body, env, env);
         node = l->body;
         continue;
       }
@@ -832,7 +851,9 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv, uint16_t o
 
 #undef EVAL_RETURN
 
-Value Interp::apply(Value fn, const Value* argv, int argc) { return shareValue(applyOwning(fn, argv, argc)); }
+template Value Interp::evalActivation<false>(Node*, Frame*, Frame*);
+template Value Interp::evalActivation<true>(Node*, Frame*, Frame*);
+
 
 // A call made from C++ (a builtin's callback, a module's forward, the embedding API): the
 // closure's parameters borrow the arguments, whose owner is the caller. Its result may be a
@@ -858,7 +879,6 @@ Value Interp::applyOwning(Value fn, const Value* argv, int argc) {
       LambdaNode* l = fn.as<Closure>()->code;
       alignas(16) char store[kFrameStoreBytes];
       Frame* f = frameForOutsideCall(fn, store);
-      f->small = 0;
       f->small = uint16_t(bindClosureArgs(*this, fn, f, argv, argc));
       if (--stepsLeft <= 0) safePoint();
       // A body such as `(+ x k)` needs no eval activation of its own; one that binds variables
@@ -866,10 +886,10 @@ Value Interp::applyOwning(Value fn, const Value* argv, int argc) {
       Node* body = l->body;
       if (body->op() == Op::App || body->op() == Op::Const || body->op() == Op::Global) {
         Value r = evalSimple(*this, body, f);
-        if (f->small & l->ownableSlots) releaseOwnedSlots(f, l->ownableSlots, r);
+        if (f->small) finishOwnedFrame(f, r);
         return r;
       }
-      return evalOwning(body, f, l->ownableSlots);
+      return evalOwning(body, f);
     }
     case Kind::Continuation: {
       auto* k = fn.as<Continuation>();

@@ -203,9 +203,21 @@ Value makeOwningList(Value* argv, uint32_t argc) {
   return l;
 }
 
-uint32_t retireOwnedFrame(Frame* old, uint16_t ownable, Value* next, uint32_t argc) {
-  uint32_t bits = old->small & ownable;
-  old->small = uint16_t(old->small & ~ownable);
+void finishOwnedFrame(Frame* f, Value result) {
+  uint32_t bits = f->small & f->extra;
+  if (!bits) return;
+  f->small = uint16_t(f->small & ~f->extra);
+  do {
+    uint32_t s = uint32_t(__builtin_ctz(bits));
+    bits &= bits - 1;
+    Value v = f->slots[s];
+    if (v != result && isSoleOwned(v)) releaseOwned(v, &result, 1);
+  } while (bits);
+}
+
+uint32_t retireOwnedFrame(Frame* old, Value* next, uint32_t argc) {
+  uint32_t bits = old->small & old->extra;
+  old->small = uint16_t(old->small & ~old->extra);
   uint32_t moved = 0;
   while (bits) {
     uint32_t s = uint32_t(__builtin_ctz(bits));

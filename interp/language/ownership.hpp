@@ -49,24 +49,15 @@ constexpr uint8_t kSetLocalKeepsOld = 1;
 // frame returns, the arguments a tail call passes on, a builtin's result.
 void releaseOwned(Value v, const Value* keep = nullptr, uint32_t nkeep = 0);
 
-// The frame F dies (its call returns RESULT, or a tail call replaces it): the cells its slots in
-// OWNABLE own are freed, except RESULT, which stays sole-owned, in flight to the caller.
-inline void releaseOwnedSlots(Frame* f, uint16_t ownable, Value result) {
-  uint32_t bits = f->small & ownable;
-  if (!bits) return;
-  f->small = uint16_t(f->small & ~ownable);
-  do {
-    uint32_t s = uint32_t(__builtin_ctz(bits));
-    bits &= bits - 1;
-    Value v = f->slots[s];
-    if (v != result && isSoleOwned(v)) releaseOwned(v, &result, 1);
-  } while (bits);
-}
+// The frame F dies (its call returns RESULT): what its ownable slots (Frame::extra) own is freed,
+// except RESULT, which stays sole-owned, in flight to the caller. Out of line: the evaluator's
+// returns test F->small first, which is zero in code without tensors.
+void finishOwnedFrame(Frame* f, Value result);
 
-// The frame OLD (ownable slots OWNABLE) dies because a tail call binds the values NEXT: a cell
-// OLD owned and NEXT passes on once moves to the new frame (its bit in the result), one passed on
+// The frame OLD dies because a tail call binds the values NEXT: a cell an ownable slot of OLD
+// owned and NEXT passes on once moves to the new frame (its bit in the result), one passed on
 // twice becomes shared, the others are freed.
-uint32_t retireOwnedFrame(Frame* old, uint16_t ownable, Value* next, uint32_t argc);
+uint32_t retireOwnedFrame(Frame* old, Value* next, uint32_t argc);
 
 // Stores V, a value in flight, in slot S of frame F: a sole-owned value becomes the slot's (or
 // shared, past the slots that can own), any other is marked shared (a list's tensor read with
@@ -130,6 +121,7 @@ Value makeOwningList(Value* argv, uint32_t argc);
 // Before a call of a builtin that may keep its arguments: a cell in flight among ARGV becomes
 // shared, as the builtin may store it.
 inline void shareArguments(Value* argv, uint32_t argc) {
+  if (!soleOwnedCellsExist()) return;   // (no value has a mark before the first sole-owned cell)
   for (uint32_t i = 0; i < argc; i++) argv[i] = shareValue(argv[i]);
 }
 

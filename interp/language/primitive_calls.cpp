@@ -42,7 +42,8 @@ __attribute__((noinline)) Value callInlineBuiltin(Interp& in, AppNode* app, Valu
     return p->fn(in, argv, int(argc), p->info);
   }
   r = p->fn(in, argv, int(argc), p->info);
-  finishBorrowingCall(argv, argc, lent, r, p->flags & kPrimReturnsFresh);
+  bool fresh = p->flags & kPrimReturnsFresh;
+  if (soleOwnedCellsExist() || (fresh && isTensor(r))) finishBorrowingCall(argv, argc, lent, r, fresh);
   return r;
 }
 
@@ -116,6 +117,26 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
   }
   uint32_t inflight = 0;
   if constexpr (!Unboxed) {
+    // Code that has made no sole-owned cell yet (plain Lisp) has nothing in flight, lent or
+    // marked: the call as it was before ownership, unless its result may be the first owned.
+    constexpr uint32_t kOwningList = kPrimMakesList | kPrimReturnsFreshList;
+    if (__builtin_expect(!scratchMask && !(p->flags & kOwningList) && !soleOwnedCellsExist(), 1)) {
+      Value quick;
+      if (p->small && !freshStrings) {
+        auto op = InlineBuiltin(p->small);
+        if (op > InlineBuiltin::NumEq) in.poll();   // as applyInline
+        if (inlinePrimitive(op, argc, argv, &quick)) return quick;
+      }
+      PrimitiveFrame frame(in, app, fn);
+      in.poll();
+      Value result = p->fn(in, argv, int(argc), p->info);
+      if ((p->flags & kPrimReturnsFresh) && isTensor(result)) {
+        if (borrows) finishBorrowingCall(argv, argc, lent, result, true);
+        else if (!isOneOf(result, argv, argc)) markSoleOwned(result);
+      }
+      if (freshStrings) freeDeadStrings(argv, argc, freshStrings, result);
+      return result;
+    }
     if (p->flags & kPrimMakesList) {
       PrimitiveFrame frame(in, app, fn);
       in.poll();
@@ -131,7 +152,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
       auto op = InlineBuiltin(p->small);
       if (op > InlineBuiltin::NumEq) in.poll();   // as applyInline
       if (inlinePrimitive(op, argc, argv, &quick)) {
-        if (lent) finishBorrowingCall(argv, argc, lent, quick, false);
+        if (lent && soleOwnedCellsExist()) finishBorrowingCall(argv, argc, lent, quick, false);
         return quick;
       }
     }
@@ -167,7 +188,7 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
     at::Tensor result = p->info->tensorInvoke(in, argv, int(argc), p->info);
     if (in.limits.maxTensorBytes > 0) checkTensorBudget(result);
     if (recordingTensorOrigins()) noteUnboxedTensorSite(app, result);
-    if (inflight | lent) finishBorrowingCall(argv, argc, lent, Value::unspecified(), false);
+    if (inflight || (lent && soleOwnedCellsExist())) finishBorrowingCall(argv, argc, lent, Value::unspecified(), false);
     if (freshStrings) freeDeadStrings(argv, argc, freshStrings, Value::unspecified());
     return result;
   } else {
@@ -180,7 +201,10 @@ std::conditional_t<Unboxed, at::Tensor, Value> primitiveApp(Interp& in, AppNode*
         break;
       }
     bool fresh = p->flags & kPrimReturnsFresh;
-    if (borrows) finishBorrowingCall(argv, argc, lent, result, fresh);
+    // (Before the first sole-owned cell nothing is in flight or marked: only a fresh tensor
+    // result, the first such cell, needs the call.)
+    if (borrows && (soleOwnedCellsExist() || (fresh && isTensor(result))))
+      finishBorrowingCall(argv, argc, lent, result, fresh);
     else if (fresh && isTensor(result) && !isOneOf(result, argv, argc)) markSoleOwned(result);
     if ((p->flags & kPrimReturnsFreshList) && isPair(result)) ownFreshList(result, argv, argc);
     if (freshStrings) freeDeadStrings(argv, argc, freshStrings, result);

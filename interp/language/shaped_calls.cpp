@@ -60,6 +60,15 @@ template <int K> __attribute__((always_inline)) inline void dropInFlight(Value x
   }
 }
 
+// Not two fixnums (or a bignum product): the builtin FN, on the values X and Y already computed.
+// Out of line, so that the fixnum case needs no saved registers.
+template <int A, int B> __attribute__((noinline)) Value declinedArithmetic(Interp& in, AppNode* app, Value fn, Value x,
+                                                                          Value y) {
+  uint32_t lent = lentToBuiltin(app, fn);
+  Value argv[2] = {asArgument<A>(x, 0, lent), asArgument<B>(y, 1, lent)};
+  return callInlineBuiltin(in, app, fn, argv, 2, lent);
+}
+
 template <int Op, int A, int B> Value shapedArithmetic(Interp& in, AppNode* app, Frame* env) {
   Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
   if (__builtin_expect(fn != app->expected, 0)) return evalCompound(in, app, env);   // rebound
@@ -71,10 +80,7 @@ template <int Op, int A, int B> Value shapedArithmetic(Interp& in, AppNode* app,
   Value y = shapedOperand<B>(in, app->args[1], env);
   Value r;
   if (fixnumArithmetic(InlineBuiltin(Op), x, y, &r)) return r;
-  if constexpr (!earlyLent) lent = lentToBuiltin(app, fn);
-  // not two fixnums (or a bignum product): the builtin, on the values already computed
-  Value argv[2] = {asArgument<A>(x, 0, lent), asArgument<B>(y, 1, lent)};
-  return callInlineBuiltin(in, app, fn, argv, 2, lent);
+  return declinedArithmetic<A, B>(in, app, fn, x, y);
 }
 
 // car, cdr, null?, not, zero?, vector-length... on one operand; quotient, remainder, modulo,
