@@ -99,10 +99,9 @@ c10::IValue toArgument(Value v, const abi::Param& p, const PrimitiveInfo* info, 
     }
     case abi::Type::IntList: {
       c10::List<int64_t> xs;
-      abi::Param element = p;
       forEachElement(v, p, info, i, [&](Value e) {
         if (!e.isFixnum() && !isBignum(e)) refuse(p, info, i, v);
-        xs.push_back(exactInteger(e, element, info, i));
+        xs.push_back(exactInteger(e, p, info, i));
       });
       return c10::IValue(xs);
     }

@@ -267,7 +267,8 @@ struct Build {
                              "-fdiagnostics-color=never", "-include", "torch/extension.h"});
     argv.insert(argv.end(), common.begin(), common.end());
     for (const auto& d : t.torchIncludeDirs) argv.insert(argv.end(), {"-isystem", d});
-    if (!q.cudaSource.empty())
+    // (with a CUDA LibTorch, C++ sources may include ATen/cuda headers, which need cuda_runtime_api.h)
+    if (t.torchHasCuda)
       for (const auto& d : t.cudaIncludeDirs) argv.insert(argv.end(), {"-isystem", d});
     argv.insert(argv.end(), q.cflags.begin(), q.cflags.end());
     argv.push_back(q.name + ".cpp");
