@@ -82,7 +82,8 @@ std::string cacheRoot(const std::string& override, std::string_view who) {
                          "(or give :build-directory)", 0);
   }
   makeDirectories(root, who);
-  return root;
+  // absolute: the compiler runs inside a build directory, where a relative -I would mean another place
+  return absolutePath(root);
 }
 
 std::string hashHex(std::string_view text) {
@@ -167,6 +168,14 @@ bool publishDirectory(const std::string& build, const std::string& final) {
 void removeTree(const std::string& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
+}
+
+std::string absolutePath(const std::string& path) {
+  std::error_code ec;
+  std::string out = fs::absolute(path, ec).lexically_normal().string();
+  if (ec) return path;
+  if (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
 }
 
 bool fileExists(const std::string& path) {

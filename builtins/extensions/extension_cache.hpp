@@ -47,6 +47,8 @@ std::string makeBuildDirectory(const std::string& root, const std::string& stem,
 // FINAL first, BUILD is removed and that one is kept. False only when neither exists afterwards.
 bool publishDirectory(const std::string& build, const std::string& final);
 void removeTree(const std::string& path);
+// PATH made absolute against the current directory.
+std::string absolutePath(const std::string& path);
 bool fileExists(const std::string& path);
 // fsync of a file that another process may dlopen after a rename (a crash must not leave a
 // published but empty library).

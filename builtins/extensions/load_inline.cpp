@@ -452,7 +452,9 @@ void registerLoadInline(Registry& r) {
           q.cflags = stringList(cflags, ":extra-cflags");
           q.cudaCflags = stringList(cudaCflags, ":extra-cuda-cflags");
           q.ldflags = stringList(ldflags, ":extra-ldflags");
-          q.includePaths = stringList(includePaths, ":extra-include-paths");
+          // the compiler runs in the build directory: a relative path means what it means here
+          for (const auto& path : stringList(includePaths, ":extra-include-paths"))
+            q.includePaths.push_back(path.empty() || path[0] == '/' ? path : ext::absolutePath(path));
           if (!buildDirectory.isMissing() && !buildDirectory.isFalse())
             q.buildDirectory = textOf(buildDirectory, ":build-directory");
           q.verbose = verbose;
