@@ -29,8 +29,8 @@ std::string findNvcc();
 
 // Runs ARGV (ARGV[0] looked up on PATH when it has no slash) in directory DIR with its standard
 // output and error appended to LOGPATH, and waits for it. While it runs, the calling interpreter
-// is polled (Ctrl-C, time budget): when that throws, the command's whole process group is killed
-// first. Returns the exit status (128 + N for a signal N); -1 when it could not be started.
+// is polled (Ctrl-C, time budget): when that throws, the command and every process under it are
+// killed first. Returns the exit status (128 + N for a signal N); -1 when it could not be started.
 int runProcess(const std::vector<std::string>& argv, const std::string& dir, const std::string& logPath);
 
 // ARGV as a shell would read it, for :verbose and the logs.
