@@ -26,6 +26,7 @@ void registerAllBuiltins(Interp& in) {
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataWorkers}, {"data", registerDataIO}, {"metrics", registerMetrics},
       {"display", registerImages}, {"display", registerHtml}, {"images", registerImageFiles},
       {"profile", registerTensorMemory}, {"profile", registerSampling}, {"profile", registerOpProfiler},
+      {"extensions", registerLoadInline}, {"extensions", registerCudaRawKernels},
 #ifdef PURPLE_HAVE_PLOT
       {"plot", registerPlot},
 #endif

@@ -75,6 +75,9 @@ void registerSentencePiece(Registry& r);  // sentencepiece-load, -encode, -decod
 void registerTensorMemory(Registry& r);   // record-tensor-origins!, the rows of tensor-memory-report
 void registerSampling(Registry& r);       // the sampling profiler behind profile
 void registerOpProfiler(Registry& r);     // LibTorch's operator callbacks: with-profiler, Chrome traces
+// your own kernels (builtins/extensions/): C++ and CUDA compiled at run time
+void registerLoadInline(Registry& r);       // load-inline: C++ (and .cu) against LibTorch, cached
+void registerCudaRawKernels(Registry& r);   // cuda-raw-kernel: CUDA C through NVRTC
 // distributed training (builtins/distributed/; when built with c10d + Gloo: PURPLE_HAVE_DISTRIBUTED)
 void registerDistGroups(Registry& r);       // dist-init, ranks, sub-groups, dist-destroy
 void registerDistCollectives(Registry& r);  // collectives on tensors

@@ -115,6 +115,16 @@ log "ctest -L cuda"
 ctest --test-dir build-gpu -L cuda -j 8 --output-on-failure --timeout 180 > "$out/ctest-cuda.log" 2>&1
 log "cuda tests: $(grep -E 'tests passed|tests failed' "$out/ctest-cuda.log" | tail -1)"
 grep -E '^\s*[0-9]+/[0-9]+ Test' "$out/ctest-cuda.log" >> "$out/gpu-check.log"
+# Your own kernels (issue 50): cuda/extensions above compiled a :cuda-sources extension with nvcc
+# and launched cuda-raw-kernel's NVRTC kernels on the current stream; run it once more to see the
+# cache reused (no nvcc), and log how long that took.
+if grep -qE 'cuda/extensions .*Passed' "$out/ctest-cuda.log"; then
+  ext_start=$(date +%s%N)
+  (cd tests/cuda && XDG_CACHE_HOME="$root/build-gpu/tests/cuda/tmp/cache" "$root/build-gpu/purple" extensions.purple) \
+    > /tmp/purple-extensions-cached.log 2>&1
+  log "cuda/extensions again from load-inline's cache: rc $?, $(( ($(date +%s%N) - ext_start) / 1000000 )) ms," \
+      "$(grep -c compiling /tmp/purple-extensions-cached.log) compiles"
+fi
 
 # ---- benchmarks against PyTorch on the same GPU --------------------------------------------------
 bench_seconds=$(( $(left) - ${GPU_REST_SECONDS:-120} ))

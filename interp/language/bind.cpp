@@ -253,7 +253,11 @@ void Registry::releaseHostInfo(PrimitiveInfo* info) {
   delete info;
 }
 
-void Registry::install(PrimitiveInfo* info, PrimFn fn, uint8_t flags) {
+PrimitiveInfo* Registry::runtimeInfo(std::string_view name, std::string_view signature, std::string_view doc) {
+  return makeInfo(name, signature, doc, -1, true);
+}
+
+Value Registry::makePrimitive(PrimitiveInfo* info, PrimFn fn, uint8_t flags) {
   auto* p = static_cast<Primitive*>(gcAlloc(sizeof(Primitive)));
   p->kind = Kind::Primitive;
   p->flags = flags;
@@ -261,7 +265,11 @@ void Registry::install(PrimitiveInfo* info, PrimFn fn, uint8_t flags) {
   p->extra = 0;
   p->fn = fn;
   p->info = info;
-  in_.defineGlobal(info->name, Value(p), makeString(info->doc));
+  return Value(p);
+}
+
+void Registry::install(PrimitiveInfo* info, PrimFn fn, uint8_t flags) {
+  in_.defineGlobal(info->name, makePrimitive(info, fn, flags), makeString(info->doc));
 }
 
 void Registry::defRaw(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,

@@ -378,6 +378,12 @@ class Registry {
   PrimitiveInfo* defHost(std::string_view name, std::string_view signature, PrimFn fn, std::string_view doc,
                          uint8_t flags);
   static void releaseHostInfo(PrimitiveInfo* info);
+  // A builtin made at run time and bound to no name (load-inline's functions): metadata that lives
+  // as long as the process, since the code it describes (a loaded library) is never unloaded. The
+  // caller sets its callable, makes one per function and as many procedures of it as it needs.
+  PrimitiveInfo* runtimeInfo(std::string_view name, std::string_view signature, std::string_view doc);
+  // A procedure whose entry is FN and whose metadata is INFO, bound to no name.
+  static Value makePrimitive(PrimitiveInfo* info, PrimFn fn, uint8_t flags);
   void alias(std::string_view newName, std::string_view existing);
   // Lets the evaluator compute builtin NAME (one tensor argument, same dtype out as in) in place
   // when its argument is a fresh intermediate nobody else can see, as in

@@ -24,6 +24,10 @@ run '(exit 0)' --sandbox
 check "exit is refused" "$([ $status = 1 ] && echo "$err" | grep -q "exit"; echo $?)" "status $status, '$err'"
 run '(get-environment-variable "HOME")' --sandbox
 check "the environment is refused" "$([ $status = 1 ]; echo $?)" "status $status, '$err'"
+run '(load-inline "pwned" "int f() { return 1; }" (list "f"))' --sandbox
+check "load-inline is refused (it compiles and runs native code)" "$([ $status = 1 ] && echo "$err" | grep -q "load-inline: file access is disabled"; echo $?)" "status $status, '$err'"
+run '(cuda-raw-kernel "k" "extern \"C\" __global__ void k() {}")' --sandbox
+check "cuda-raw-kernel is refused" "$([ $status = 1 ] && echo "$err" | grep -q "cuda-raw-kernel: process access is disabled"; echo $?)" "status $status, '$err'"
 run '(display (+ 1' --sandbox
 check "a syntax error is reported with its position" "$([ $status = 1 ] && echo "$err" | grep -q "s.purple:1"; echo $?)" "status $status, '$err'"
 

@@ -200,6 +200,10 @@ std::map<std::string, std::string> attackCalls() {
       {"save-optimizer-state", "(save-optimizer-state (sgd (list (tensor-ones 2 :requires-grad #t)) :lr 0.1) \"W/made\")"},
       {"load-optimizer-state!", "(load-optimizer-state! (sgd (list (tensor-ones 2 :requires-grad #t)) :lr 0.1) \"W/victim\")"},
       {"save-png", "(save-png (tensor-zeros 4 4) \"W/made\")"},
+      // native code: a static initialiser that would touch a file if the library were ever built and loaded
+      {"load-inline", "(load-inline \"pwned\" \"#include <cstdlib>\\nstatic int pwned = std::system(\\\"touch W/made\\\");\" "
+                      "'() :build-directory \"W/cache\")"},
+      {"cuda-raw-kernel", "(cuda-raw-kernel \"k\" \"extern \\\"C\\\" __global__ void k(float* y) { y[0] = 1; }\")"},
       {"dist-init", "(dist-init :backend 'gloo :rank 0 :world-size 1 :init-method \"tcp://127.0.0.1:29517\")"},
       {"dist-new-group", "(dist-new-group '(0))"},
       {"dist-destroy", "(dist-destroy)"},
@@ -271,7 +275,7 @@ const std::set<std::string> kRefused = {
     "save-safetensors", "read-json-file", "write-json-file", "torch-save", "torch-load", "save-state-dict", "load-state-dict", "load-torchscript",
     "save-torchscript", "export-onnx", "save-optimizer-state", "load-optimizer-state!", "save-png",
     "read-image", "file->tensor", "write-png", "write-jpeg", "directory-files", "file-directory?",
-    "%worker-pool-start", "%data-worker-signal-self",
+    "%worker-pool-start", "%data-worker-signal-self", "load-inline", "cuda-raw-kernel",
     // optional families: checked only when built in
     "sentencepiece-load",
     "dist-init", "dist-new-group", "dist-destroy", "dist-local-rank", "dist-local-world-size",
@@ -492,6 +496,8 @@ int main(int argc, char** argv) {
         "(exit 7)",
         "(emergency-exit 7)",
         "(get-environment-variable \"PURPLE_SANDBOX_SECRET\")",
+        "(apply load-inline (list \"pwned\" \"int f() { return 1; }\" '(f) :build-directory \"W/cache\"))",
+        "(let ((k cuda-raw-kernel)) (k \"k\" \"extern \\\"C\\\" __global__ void k() {}\"))",
     };
     for (const auto& e : escapes) {
       purple::Interpreter sandboxed(sandboxOptions());
