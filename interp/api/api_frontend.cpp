@@ -10,6 +10,7 @@
 #include "interp/core/interp_state.hpp"
 #include "interp/core/port.hpp"
 #include "interp/language/reader.hpp"
+#include "interp/language/repl_services.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -62,33 +63,11 @@ int openListsAtEnd(std::string_view code) {
   return depth;
 }
 
-// A Purple list of representations, (MIME-TYPE DATA [:width W :height H]) ..., as a MimeBundle;
-// malformed entries are skipped (representations has checked them).
+// A Purple list of representations as the API's MimeBundle.
 MimeBundle bundleOf(PV reps) {
   MimeBundle out;
-  for (PV p = reps; isPair(p); p = cdr(p)) {
-    PV e = car(p);
-    if (!isPair(e) || !isString(car(e)) || !isPair(cdr(e))) continue;
-    Representation r;
-    r.mimeType = std::string(stringView(car(e)));
-    PV d = car(cdr(e));
-    if (isString(d)) {
-      r.data = std::string(stringView(d));
-    } else if (d.is(Kind::Bytevector)) {
-      auto* bv = d.as<Bytevector>();
-      r.data.assign(reinterpret_cast<const char*>(bv->bytes), bv->extra);
-      r.binary = true;
-    } else {
-      continue;
-    }
-    for (PV q = cdr(cdr(e)); isPair(q) && isPair(cdr(q)); q = cdr(cdr(q))) {
-      PV key = car(q), value = car(cdr(q));
-      if (!isKeyword(key) || !value.isFixnum()) continue;
-      if (symbolName(key) == "width") r.width = int(value.fixnum());
-      else if (symbolName(key) == "height") r.height = int(value.fixnum());
-    }
-    out.push_back(std::move(r));
-  }
+  for (attach::WireRepresentation& r : bundleFromList(reps))
+    out.push_back(Representation{std::move(r.mimeType), std::move(r.data), r.binary, r.width, r.height});
   return out;
 }
 
@@ -169,41 +148,17 @@ Completions Interpreter::complete(std::string_view code, std::size_t cursor) {
   out.begin = begin;
   out.end = cursor;
   std::string prefix(code.substr(begin, cursor - begin));
-  if (prefix.empty()) return out;
-  auto wanted = [&](std::string_view name) {
-    return name.size() >= prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
-           (name.empty() || name[0] != '%' || prefix[0] == '%');
-  };
   runGuarded(impl_, [&]() -> PV {
-    interpOf(impl_).forEachGlobal([&](purple::Value key, GlobalCell* c) {
-      if (c->value.isUnbound()) return;
-      std::string_view n = symbolName(key);
-      if (wanted(n)) out.matches.emplace_back(n);
-    });
+    out.matches = completionCandidates(interpOf(impl_), prefix);
     return PV::unspecified();
   });
-  for (const std::string& s : specialFormNames())
-    if (wanted(s)) out.matches.push_back(s);
-  std::sort(out.matches.begin(), out.matches.end());
-  out.matches.erase(std::unique(out.matches.begin(), out.matches.end()), out.matches.end());
   return out;
 }
 
 std::optional<std::string> Interpreter::documentation(std::string_view name) {
-  if (name.empty()) return std::nullopt;
   std::optional<std::string> text;
   runGuarded(impl_, [&]() -> PV {
-    Interp& in = interpOf(impl_);
-    PV sym = intern(name);
-    GlobalCell* cell = in.findGlobal(sym);
-    bool bound = cell && !cell->value.isUnbound();
-    const auto specials = specialFormNames();
-    bool special = std::find(specials.begin(), specials.end(), name) != specials.end();
-    if (!bound && !special) return PV::unspecified();
-    PV doc = in.apply(in.lookupGlobal("documentation"), {sym});
-    std::string s = isString(doc) ? std::string(stringView(doc)) : std::string();
-    if (!bound && (s.empty() || s == std::string(name) + ": not defined")) s = std::string(name) + "  [special form]";
-    text = s;
+    text = documentationText(interpOf(impl_), name);
     return PV::unspecified();
   });
   return text;
