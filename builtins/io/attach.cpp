@@ -27,6 +27,7 @@ void registerAttach(Registry& r) {
     std::string path = attachServerPath(in);
     return path.empty() ? Value::f() : makeString(path);
   }, "The socket the REPL server listens on (serve-repl, purple --listen), or #f.");
+  sandboxAllowed(r, "repl-server-path", "the program's REPL server: its socket's path", "reads a path the host chose; changes nothing");
   r.def("serve-repl-wait", "(seconds)", [](Interp& in, double seconds) {
     // In slices, so that an interrupt of the program is noticed within a tenth of a second.
     auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -47,6 +48,8 @@ void registerAttach(Registry& r) {
   }, "Waits SECONDS, running the requests of attached clients (serve-repl) as they come, and "
      "returns how many ran: a program that has finished its work can stay open to them. Without "
      "a REPL server it just waits.");
+  sandboxAllowed(r, "serve-repl-wait", "the program's REPL server: runs its clients' requests",
+                 "the requests run in this interpreter, under its limits; the wait counts against the time budget");
   r.def("%attach-display", "(representations display-id update)", [](Interp& in, Value reps, Value id, bool update) {
     attachDisplay(in, reps, id, update);
   }, "Internal: what %display-hook is while an attached client's request runs: (show x) goes to that client.");

@@ -133,7 +133,9 @@ AttachClient::AttachClient(const std::string& socketPath, double timeoutSeconds)
     if (e == ECONNREFUSED) s.fail("nothing listens there: the program that served it has ended");
     s.fail(std::string("cannot connect: ") + std::strerror(e));
   }
-  if (!writeAll(s.fd, kMagic)) s.fail("the program closed the connection");
+  // A server that refuses has written why and closed, perhaps before the greeting went out:
+  // what it wrote is read below whether or not this write succeeded.
+  bool greeted = writeAll(s.fd, kMagic);
   int timeout = int(timeoutSeconds * 1000);
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout);
   // The magic, then the banner. A server that refuses answers with a line of text instead.
@@ -145,7 +147,7 @@ AttachClient::AttachClient(const std::string& socketPath, double timeoutSeconds)
     char buf[4096];
     ssize_t n = ::recv(s.fd, buf, sizeof buf, 0);
     if (n <= 0) {
-      if (s.buffer.empty()) s.fail("the server closed the connection without a word");
+      if (s.buffer.empty()) s.fail(greeted ? "the server closed the connection without a word" : "the program closed the connection");
       break;
     }
     s.buffer.append(buf, size_t(n));

@@ -633,11 +633,12 @@ int AttachServer::serveWaiting(double seconds) {
 namespace {
 
 // What a request changes for its extent, put back when it ends: the exception handlers (the
-// program's must not see the client's errors), the output and error ports (the client's), and
-// the display hook (show goes to the client).
+// program's must not see the client's errors), the output and error ports (the client's), the
+// input port (empty: the program's standard input is the program's), and the display hook
+// (show goes to the client).
 struct RequestScope {
   Interp& in;
-  Value handlers, out, err, displayHook, displayLive;
+  Value handlers, out, err, input, displayHook, displayLive;
   GlobalCell* hookCell;
   GlobalCell* liveCell;
   RequestScope(Interp& in, Value outPort, Value errPort, Value hook, bool live)
@@ -645,11 +646,13 @@ struct RequestScope {
     handlers = in.st->handlers;
     out = in.currentOutputPort();
     err = in.currentErrorPort();
+    input = in.currentInputPort();
     displayHook = hookCell->value;
     displayLive = liveCell->value;
     in.st->handlers = Value::nil();
     setPort(in.st->outputPort, outPort);
     setPort(in.st->errorPort, errPort);
+    setPort(in.st->inputPort, makeStringInputPort(""));
     hookCell->value = hook;
     liveCell->value = Value::boolean(live);
   }
@@ -657,6 +660,7 @@ struct RequestScope {
     in.st->handlers = handlers;
     setPort(in.st->outputPort, out);
     setPort(in.st->errorPort, err);
+    setPort(in.st->inputPort, input);
     hookCell->value = displayHook;
     liveCell->value = displayLive;
   }
