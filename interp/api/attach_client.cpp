@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 namespace purple::embed {
 
@@ -97,6 +98,48 @@ struct AttachClient::State {
     }
   }
 
+  // Reads request ID's frames up to its Done, each (after its id) to ON_FRAME, and returns the
+  // forms Done counts; a Failure is thrown then. When the request has not started after
+  // WAITING_AFTER seconds (< 0: never), calls ON_WAITING once. Late frames of earlier requests
+  // are skipped.
+  std::size_t await(const std::string& id, double waitingAfter, const std::function<void()>& onWaiting,
+                    const std::function<void(Tag, FrameReader&)>& onFrame) {
+    std::optional<Error> failure;
+    bool started = waitingAfter < 0;
+    auto sent = Clock::now();
+    while (true) {
+      int timeout = -1;
+      if (!started) {
+        auto left = std::chrono::duration<double>(waitingAfter) - (Clock::now() - sent);
+        timeout = std::max(0, int(std::chrono::duration_cast<std::chrono::milliseconds>(left).count()));
+      }
+      std::optional<RawFrame> f = next(timeout, id);
+      if (!f) {
+        started = true;   // say it once
+        onWaiting();
+        continue;
+      }
+      FrameReader r(f->type, f->body);
+      std::optional<std::string> fid = r.field();
+      if (!fid) malformed();
+      if (*fid != id) continue;
+      if (f->type == Tag::Started) {
+        started = true;
+      } else if (f->type == Tag::Failure) {
+        std::optional<std::string> kind = r.field(), message = r.field();
+        if (!kind || !message) malformed();
+        failure.emplace(*kind, *message, std::vector<Value>{}, r.rest());
+      } else if (f->type == Tag::Done) {
+        std::optional<int64_t> forms = r.number();
+        if (!forms || *forms < 0) malformed();
+        if (failure) throw *failure;
+        return std::size_t(*forms);
+      } else {
+        onFrame(f->type, r);
+      }
+    }
+  }
+
   std::string send(Tag type, std::initializer_list<std::string_view> fields) {
     std::string id = std::to_string(nextId++);
     FrameWriter w(type);
@@ -166,7 +209,7 @@ AttachClient::AttachClient(const std::string& socketPath, double timeoutSeconds)
   std::optional<std::string> version = r.field();
   std::optional<int64_t> pid = r.number();
   std::optional<std::string> program = r.field();
-  if (banner->type != Tag::Banner || !r.ok()) s.fail("the server's banner is malformed");
+  if (banner->type != Tag::Banner || !version || !pid || !program) s.fail("the server's banner is malformed");
   s.version = *version;
   s.pid = *pid;
   s.program = *program;
@@ -190,109 +233,62 @@ std::size_t AttachClient::eval(std::string_view code, const Handlers& h, std::st
   State& s = *s_;
   s.interruptWanted.store(false);
   std::string id = s.send(Tag::Eval, {code, sourceName, liveDisplays ? "1" : "0"});
-  std::optional<Error> failure;
-  bool started = false;
-  auto sent = Clock::now();
-  while (true) {
-    int timeout = -1;
-    if (!started && h.waiting) {
-      auto left = std::chrono::duration<double>(h.waitingAfter) - (Clock::now() - sent);
-      timeout = std::max(0, int(std::chrono::duration_cast<std::chrono::milliseconds>(left).count()));
-    }
-    std::optional<RawFrame> f = s.next(timeout, id);
-    if (!f) {
-      started = true;   // say it once
-      h.waiting();
-      continue;
-    }
-    FrameReader r(f->type, f->body);
-    std::optional<std::string> fid = r.field();
-    if (!fid) s.malformed();
-    if (*fid != id) continue;   // a late reply to an earlier request
-    switch (f->type) {
-      case Tag::Started:
-        started = true;
-        break;
+  return s.await(id, h.waiting ? h.waitingAfter : -1, h.waiting, [&](Tag type, FrameReader& r) {
+    switch (type) {
       case Tag::Out:
       case Tag::Err: {
         std::optional<std::string> text = r.field();
         if (!text) s.malformed();
-        const OutputCallback& sink = f->type == Tag::Out ? h.out : h.err;
+        const OutputCallback& sink = type == Tag::Out ? h.out : h.err;
         if (sink) sink(*text);
         break;
       }
       case Tag::Display: {
         std::optional<std::string> displayId = r.field(), update = r.field();
         std::optional<WireBundle> b = r.bundle();
-        if (!r.ok()) s.malformed();
+        if (!displayId || !update || !b) s.malformed();
         if (h.display) h.display(toBundle(std::move(*b)), *displayId, *update == "1");
         break;
       }
       case Tag::Result: {
         std::optional<int64_t> form = r.number();
         std::optional<WireBundle> b = r.bundle();
-        if (!r.ok() || *form < 0) s.malformed();
+        if (!form || !b || *form < 0) s.malformed();
         if (h.result) h.result(toBundle(std::move(*b)), std::size_t(*form));
         break;
-      }
-      case Tag::Failure: {
-        std::optional<std::string> kind = r.field(), message = r.field();
-        if (!r.ok()) s.malformed();
-        failure.emplace(*kind, *message, std::vector<Value>{}, r.rest());
-        break;
-      }
-      case Tag::Done: {
-        std::optional<int64_t> forms = r.number();
-        if (!forms || *forms < 0) s.malformed();
-        if (failure) throw *failure;
-        return std::size_t(*forms);
       }
       default:
         break;
     }
-  }
+  });
 }
 
 Completions AttachClient::complete(std::string_view code, std::size_t cursor) {
   State& s = *s_;
   std::string id = s.send(Tag::Complete, {code, std::to_string(std::min(cursor, code.size()))});
   Completions out;
-  while (true) {
-    std::optional<RawFrame> f = s.next(-1, id);
-    FrameReader r(f->type, f->body);
-    std::optional<std::string> fid = r.field();
-    if (!fid) s.malformed();
-    if (*fid != id) continue;
-    if (f->type == Tag::Completions) {
-      std::optional<int64_t> begin = r.number(), end = r.number();
-      if (!r.ok()) s.malformed();
-      out.begin = size_t(std::max<int64_t>(0, *begin));
-      out.end = size_t(std::max<int64_t>(0, *end));
-      out.matches = r.rest();
-    } else if (f->type == Tag::Done) {
-      return out;
-    }
-  }
+  s.await(id, -1, nullptr, [&](Tag type, FrameReader& r) {
+    if (type != Tag::Completions) return;
+    std::optional<int64_t> begin = r.number(), end = r.number();
+    if (!begin || !end) s.malformed();
+    out.begin = size_t(std::max<int64_t>(0, *begin));
+    out.end = size_t(std::max<int64_t>(0, *end));
+    out.matches = r.rest();
+  });
+  return out;
 }
 
 std::optional<std::string> AttachClient::documentation(std::string_view name) {
   State& s = *s_;
   std::string id = s.send(Tag::Document, {name});
   std::optional<std::string> out;
-  while (true) {
-    std::optional<RawFrame> f = s.next(-1, id);
-    FrameReader r(f->type, f->body);
-    std::optional<std::string> fid = r.field();
-    if (!fid) s.malformed();
-    if (*fid != id) continue;
-    if (f->type == Tag::Documentation) {
-      std::optional<std::string> found = r.field(), text = r.field();
-      if (!r.ok()) s.malformed();
-      if (*found == "1") out = *text;
-    } else if (f->type == Tag::Done) {
-      return out;
-    }
-  }
+  s.await(id, -1, nullptr, [&](Tag type, FrameReader& r) {
+    if (type != Tag::Documentation) return;
+    std::optional<std::string> found = r.field(), text = r.field();
+    if (!found || !text) s.malformed();
+    if (*found == "1") out = *text;
+  });
+  return out;
 }
 
 }  // namespace purple::embed

@@ -81,7 +81,7 @@ std::optional<WireBundle> FrameReader::bundle() {
     WireRepresentation r;
     std::optional<std::string> mime = field(), data = field(), binary = field();
     std::optional<int64_t> width = number(), height = number();
-    if (!ok_) return std::nullopt;
+    if (!mime || !data || !binary || !width || !height) return std::nullopt;
     r.mimeType = std::move(*mime);
     r.data = std::move(*data);
     r.binary = *binary == "1";

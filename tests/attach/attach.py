@@ -11,7 +11,6 @@ and SIGTERM.
 usage: attach.py PURPLE"""
 import os
 import pty
-import re
 import select
 import shutil
 import signal
@@ -25,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from checks import check, finish  # noqa: E402
+from pty_terminal import Terminal  # noqa: E402
 
 purple = os.path.abspath(sys.argv[1])
 here = os.path.dirname(os.path.abspath(__file__))
@@ -190,39 +190,18 @@ if pid == 0:
     os.environ["HOME"] = tmp
     os.environ["TERM"] = "xterm"
     os.execv(purple, [purple, "--attach", sock])
-transcript = b""
-
-
-def read_until(pattern, timeout=30.0):
-    global transcript
-    start_at = len(transcript)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if re.search(pattern, transcript[start_at:].decode(errors="replace")):
-            return True
-        r, _, _ = select.select([fd], [], [], 0.1)
-        if r:
-            try:
-                data = os.read(fd, 4096)
-            except OSError:
-                break
-            if not data:
-                break
-            transcript += data
-    return False
-
-
-check("the attached REPL names the program", read_until(r"Attached to .*looping\.purple.*\n(.|\n)*purple> $"))
+read_until = Terminal(fd).read_until
+check("the attached REPL names the program", read_until(r"Attached to .*looping\.purple.*\n(.|\n)*purple> $") is not None)
 os.write(fd, b"(* 6 7)\r")
-check("it evaluates in the program", read_until(r"42\r?\n.*purple> $"))
+check("it evaluates in the program", read_until(r"42\r?\n.*purple> $") is not None)
 os.write(fd, b"my-unusual-glo\t")
-check("Tab completes the program's own names", read_until(r"bal-name"))   # libedit adds what was missing
+check("Tab completes the program's own names", read_until(r"bal-name") is not None)   # libedit adds what was missing
 os.write(fd, b"\r")
-check("... which evaluate there", read_until(r"\n5\r?\n"))
+check("... which evaluate there", read_until(r"\n5\r?\n") is not None)
 os.write(fd, b"(let loop () (loop))\r")
 time.sleep(1.0)
 os.write(fd, b"\x03")
-check("Ctrl-C interrupts the form, and the REPL goes on", read_until(r"interrupted(.|\n)*purple> $"))
+check("Ctrl-C interrupts the form, and the REPL goes on", read_until(r"interrupted(.|\n)*purple> $") is not None)
 os.write(fd, b"\x04")
 _, status = os.waitpid(pid, 0)
 check("Ctrl-D leaves; the program goes on", os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and program.poll() is None)

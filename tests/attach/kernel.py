@@ -16,6 +16,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from checks import check, finish  # noqa: E402
 from jupyter_client import BlockingKernelClient  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel"))
+import messages  # noqa: E402
+from messages import of_type  # noqa: E402
 
 purple = os.path.abspath(sys.argv[1])
 tmp = tempfile.mkdtemp(prefix="purple-serve-kernel-")
@@ -42,27 +45,7 @@ kc.wait_for_ready(timeout=60)
 
 
 def run(code, timeout=60):
-    msg_id = kc.execute(code)
-    msgs = []
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            msg = kc.get_iopub_msg(timeout=1)
-        except Exception:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        msgs.append(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    return reply["content"], msgs
-
-
-def of_type(msgs, t):
-    return [m["content"] for m in msgs if m["msg_type"] == t]
+    return messages.run(kc, code, timeout)
 
 
 reply, msgs = run('(set! x (+ x 1))\n(display "streamed from the program")\n(helper-of-the-program x)')
