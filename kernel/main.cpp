@@ -27,13 +27,13 @@
 #endif
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <csignal>
 #include <cstdio>
@@ -104,10 +104,13 @@ nl::json newConnectionInfo() {
           {"signature_scheme", "hmac-sha256"}, {"kernel_name", "purple"}};
 }
 
-void writeText(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::trunc);
-  f << text;
-  if (!f.flush()) throw std::runtime_error("cannot write " + path);
+// Mode 0600, as Jupyter writes connection files: the key in it lets a client run code.
+void writePrivateText(const std::string& path, const std::string& text) {
+  ::unlink(path.c_str());
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
 }
 
 std::string argumentAfter(int argc, char* argv[], const char* flag) {
@@ -146,7 +149,7 @@ int main(int argc, char* argv[]) {
       // The bridge's file is written whole beside its final name, read back as Jupyter's own
       // files are, and renamed into place once the kernel's sockets are bound.
       std::string pendingFile = connectionFile + ".tmp";
-      if (bridge) writeText(pendingFile, newConnectionInfo().dump(2) + "\n");
+      if (bridge) writePrivateText(pendingFile, newConnectionInfo().dump(2) + "\n");
       xeus::xconfiguration config = xeus::load_configuration(bridge ? pendingFile : connectionFile);
       auto interpreter = std::make_unique<purple::kernel::PurpleKernel>(std::move(backend));
       purple::kernel::PurpleKernel* purpleKernel = interpreter.get();

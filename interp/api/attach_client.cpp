@@ -176,6 +176,13 @@ AttachClient::AttachClient(const std::string& socketPath, double timeoutSeconds)
     if (e == ECONNREFUSED) s.fail("nothing listens there: the program that served it has ended");
     s.fail(std::string("cannot connect: ") + std::strerror(e));
   }
+  // Only a program of this user gets this user's code: a socket another user put at the path
+  // (in /tmp, say) is refused here, as the server refuses other users' clients.
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(s.fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::geteuid())
+    s.fail("refused: the program serving it runs as uid " + std::to_string(peer.uid) + ", not as you (uid " +
+           std::to_string(::geteuid()) + ")");
   // A server that refuses has written why and closed, perhaps before the greeting went out:
   // what it wrote is read below whether or not this write succeeded.
   bool greeted = writeAll(s.fd, kMagic);

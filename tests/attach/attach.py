@@ -230,7 +230,8 @@ else:
         s.close()
         check("a peer of another uid is refused (SO_PEERCRED)", got.startswith(b"purple: refused") and b"uid 65534" in got, got)
         rc, out, err = attach("(+ 1 2)", path=their_sock)
-        check("... and purple --attach says so", rc == 1 and "serves only its own user" in err, err)
+        check("... and purple --attach will not send its code to another user's program",
+              rc == 1 and "runs as uid 65534, not as you" in err, err)
         other.send_signal(signal.SIGTERM)
         other.wait(timeout=30)
         check("SIGTERM ends that program and removes its socket", not os.path.exists(their_sock))
@@ -264,6 +265,24 @@ if wait_for_socket(boxed_sock, boxed):
     check("... the sandboxed program ends, its socket gone", boxed.returncode == 0 and not os.path.exists(boxed_sock))
 else:
     check("--listen --sandbox serves", False, boxed.stderr.read())
+
+# A REPL started with --listen runs clients' forms while it waits at its prompt.
+idle_sock = os.path.join(tmp, "idle.sock")
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ["HOME"] = tmp
+    os.environ["TERM"] = "xterm"
+    os.execv(purple, [purple, "--listen", idle_sock])
+repl = Terminal(fd)
+check("purple --listen SOCKET starts a REPL", repl.read_until(r"purple> $", 60) is not None)
+rc, out, err = attach("(define from-a-client 'yes) (+ 40 2)", path=idle_sock)
+check("... which serves clients while at its prompt", rc == 0 and out == "42\n", f"{rc} {out!r} {err!r}")
+os.write(fd, b"from-a-client\r")
+check("... in its own interpreter", repl.read_until(r"\nyes\r?\n") is not None)
+os.write(fd, b"\x04")
+os.waitpid(pid, 0)
+os.close(fd)
+check("... and removes its socket when it ends", not os.path.exists(idle_sock))
 
 failing_sock = os.path.join(tmp, "failing.sock")
 r = subprocess.run([purple, "--listen", failing_sock, "-e", "(car 1)"], capture_output=True, timeout=120)

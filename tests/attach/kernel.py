@@ -37,6 +37,7 @@ deadline = time.time() + 120
 while time.time() < deadline and program.poll() is None and not os.path.exists(connection):
     time.sleep(0.1)
 check("serve-kernel writes the connection file", os.path.exists(connection), program.stderr.read() if program.poll() is not None else "")
+check("... of mode 0600 (its key lets a client run code)", os.stat(connection).st_mode & 0o777 == 0o600, oct(os.stat(connection).st_mode))
 
 kc = BlockingKernelClient(connection_file=connection)
 kc.load_connection_file()
