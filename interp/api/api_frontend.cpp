@@ -24,11 +24,6 @@ using detail::runGuarded;
 
 namespace {
 
-bool isDelimiter(char c) {
-  return std::isspace(static_cast<unsigned char>(c)) || c == '(' || c == ')' || c == '[' || c == ']' || c == '"' ||
-         c == ';' || c == '\'' || c == '`' || c == ',' || c == '{' || c == '}';
-}
-
 // Lists left open at the end of `code`, skipping strings, characters, comments and |symbols|.
 int openListsAtEnd(std::string_view code) {
   int depth = 0, blockComment = 0;
@@ -53,7 +48,7 @@ int openListsAtEnd(std::string_view code) {
       i += 2;
     } else if (c == '#' && i + 1 < n && code[i + 1] == '\\') {
       i += 3;   // #\( is a character, not a list
-      while (i < n && !isDelimiter(code[i])) i++;
+      while (i < n && !isIdentifierDelimiter(code[i])) i++;
     } else {
       if (c == '(' || c == '[') depth++;
       else if ((c == ')' || c == ']') && depth > 0) depth--;
@@ -134,17 +129,15 @@ InputCheck Interpreter::checkInput(std::string_view code) {
 
 std::string Interpreter::identifierAt(std::string_view code, std::size_t cursor) {
   cursor = std::min(cursor, code.size());
-  size_t begin = cursor, end = cursor;
-  while (begin > 0 && !isDelimiter(code[begin - 1])) begin--;
-  while (end < code.size() && !isDelimiter(code[end])) end++;
+  size_t begin = identifierStart(code, cursor), end = cursor;
+  while (end < code.size() && !isIdentifierDelimiter(code[end])) end++;
   return std::string(code.substr(begin, end - begin));
 }
 
 Completions Interpreter::complete(std::string_view code, std::size_t cursor) {
   Completions out;
   cursor = std::min(cursor, code.size());
-  size_t begin = cursor;
-  while (begin > 0 && !isDelimiter(code[begin - 1])) begin--;
+  size_t begin = identifierStart(code, cursor);
   out.begin = begin;
   out.end = cursor;
   std::string prefix(code.substr(begin, cursor - begin));

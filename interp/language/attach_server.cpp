@@ -58,8 +58,6 @@ struct SocketSlot {
   pid_t owner;
 };
 SocketSlot gSlots[8];
-struct sigaction gPrevious[3];
-const int kCleanupSignals[3] = {SIGTERM, SIGHUP, SIGINT};
 
 void removeSocketsAndDie(int sig) {
   for (SocketSlot& s : gSlots) {
@@ -74,15 +72,15 @@ void removeSocketsAndDie(int sig) {
 void installCleanupHandlers() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (int k = 0; k < 3; k++) {
+    for (int sig : {SIGTERM, SIGHUP, SIGINT}) {
       struct sigaction now {};
-      sigaction(kCleanupSignals[k], nullptr, &now);
+      sigaction(sig, nullptr, &now);
       // A host (or the REPL) that handles the signal itself keeps it.
       if (now.sa_handler != SIG_DFL || (now.sa_flags & SA_SIGINFO)) continue;
       struct sigaction sa {};
       sa.sa_handler = removeSocketsAndDie;
       sigemptyset(&sa.sa_mask);
-      sigaction(kCleanupSignals[k], &sa, &gPrevious[k]);
+      sigaction(sig, &sa, nullptr);
     }
   });
 }
@@ -245,7 +243,7 @@ class AttachServer {
   void refuseRaw(int fd, const std::string& text);
   bool readFrom(uint64_t id, Conn& c);
   bool handle(uint64_t id, Conn& c, RawFrame&& f);
-  void protocolError(uint64_t id, Conn& c, const std::string& message);
+  void protocolError(Conn& c, const std::string& message);
   bool flush(Conn& c);
   void drop(uint64_t id, Conn& c);
   void enqueue(Job&& job);
@@ -264,7 +262,7 @@ class AttachServer {
   std::shared_ptr<Waker> waker_ = std::make_shared<Waker>();
   SocketSlot* slot_ = nullptr;
   struct stat bound_ {};
-  std::thread thread_;
+  std::unique_ptr<std::thread> thread_;
   std::atomic<bool> stopping_{false};
 
   // Shared by both threads, under m_.
@@ -303,18 +301,19 @@ void AttachServer::start() {
   banner_ = std::string(kMagic) + FrameWriter(Tag::Banner).field(versionLine()).field(int64_t(getpid())).field(program).finish();
   slot_ = claimSlot(path_, bound_);
   installCleanupHandlers();
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::make_unique<std::thread>([this] { loop(); });
 }
 
 void AttachServer::stop() {
   if (listenFd_ < 0) return;
   if (getpid() != owner_) {   // a forked child (a data-loader worker): the thread is not here
-    thread_.detach();
+    (void)thread_.release();
     return;
   }
   stopping_.store(true);
   waker_->wake();
-  if (thread_.joinable()) thread_.join();
+  thread_->join();
+  thread_.reset();
   waker_->fd.store(-1);
   for (auto& [id, c] : conns_) {
     flush(c);
@@ -425,9 +424,11 @@ void AttachServer::accept() {
   }
 }
 
+// Reads what CONN sent (a megabyte at most, so that one client cannot hold the others up) and
+// handles the frames it completes. False when the client has gone.
 bool AttachServer::readFrom(uint64_t id, Conn& c) {
   char buf[65536];
-  while (true) {
+  for (int rounds = 0; rounds < 16; rounds++) {
     ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
     if (n == 0) return false;   // the client left
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
@@ -447,7 +448,7 @@ bool AttachServer::readFrom(uint64_t id, Conn& c) {
       std::string error;
       std::optional<RawFrame> f = takeFrame(c.in, error);
       if (!error.empty()) {
-        protocolError(id, c, error);
+        protocolError(c, error);
         break;
       }
       if (!f) break;
@@ -455,9 +456,10 @@ bool AttachServer::readFrom(uint64_t id, Conn& c) {
     }
     if (c.closing) return true;
   }
+  return true;   // more may wait: the next poll says so
 }
 
-void AttachServer::protocolError(uint64_t, Conn& c, const std::string& message) {
+void AttachServer::protocolError(Conn& c, const std::string& message) {
   c.out->push(FrameWriter(Tag::Refusal).field("protocol error: " + message + "; closing the connection").finish());
   c.closing = true;
   c.in.clear();
@@ -467,7 +469,7 @@ bool AttachServer::handle(uint64_t id, Conn& c, RawFrame&& f) {
   if (!isClientFrame(uint8_t(f.type))) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", unsigned(uint8_t(f.type)));
-    protocolError(id, c, std::string("unknown request type ") + hex);
+    protocolError(c, std::string("unknown request type ") + hex);
     return false;
   }
   FrameReader r(f.type, f.body);
@@ -477,7 +479,7 @@ bool AttachServer::handle(uint64_t id, Conn& c, RawFrame&& f) {
   job.kind = f.type;
   if (requestId) job.id = *requestId;
   if (f.type == Tag::Interrupt) {
-    if (!r.ok() || !r.atEnd()) return protocolError(id, c, "a malformed interrupt"), false;
+    if (!r.ok() || !r.atEnd()) return protocolError(c, "a malformed interrupt"), false;
     bool dropped = false;
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -513,7 +515,7 @@ bool AttachServer::handle(uint64_t id, Conn& c, RawFrame&& f) {
     if (name) job.code = std::move(*name);
   }
   if (!r.ok() || !r.atEnd() || job.id.empty() || job.id.size() > 64)
-    return protocolError(id, c, "a malformed request"), false;
+    return protocolError(c, "a malformed request"), false;
   if (job.sourceName.empty() || job.sourceName.size() > 256) job.sourceName = "<attach>";
   size_t waiting = 0;
   {
@@ -704,8 +706,7 @@ std::string failureFrame(const std::string& id, const std::string& kind, const s
 
 void AttachServer::run(Job& job) {
   jobOut_ = outboxOf(job.conn);
-  if (!jobOut_) return;   // its client has left
-  running_ = true;
+  running_ = jobOut_ != nullptr;
   jobId_ = job.id;
   struct Finish {
     AttachServer& s;
@@ -719,6 +720,7 @@ void AttachServer::run(Job& job) {
       if (!s.queue_.empty()) s.in_.requestWork();
     }
   } finish{*this};
+  if (!running_) return;   // its client has left
   std::shared_ptr<Outbox> out = jobOut_;
   out->push(FrameWriter(Tag::Started).field(job.id).finish());
   std::string done = FrameWriter(Tag::Done).field(job.id).field(int64_t(0)).finish();
@@ -729,9 +731,7 @@ void AttachServer::run(Job& job) {
   std::string reply;
   try {
     if (job.kind == Tag::Complete) {
-      size_t begin = job.cursor;
-      auto delimiter = [](char c) { return c == 0 || std::strchr(" \t\r\n()[]{}\"';`,", c) != nullptr; };
-      while (begin > 0 && !delimiter(job.code[begin - 1])) begin--;
+      size_t begin = identifierStart(job.code, job.cursor);
       FrameWriter w(Tag::Completions);
       w.field(job.id).field(int64_t(begin)).field(int64_t(job.cursor));
       for (const std::string& m : completionCandidates(in_, std::string_view(job.code).substr(begin, job.cursor - begin)))

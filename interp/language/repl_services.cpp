@@ -5,8 +5,20 @@
 #include "interp/language/printer.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace purple {
+
+bool isIdentifierDelimiter(char c) {
+  return std::isspace(static_cast<unsigned char>(c)) || c == '(' || c == ')' || c == '[' || c == ']' || c == '"' ||
+         c == ';' || c == '\'' || c == '`' || c == ',' || c == '{' || c == '}';
+}
+
+std::size_t identifierStart(std::string_view code, std::size_t cursor) {
+  cursor = std::min(cursor, code.size());
+  while (cursor > 0 && !isIdentifierDelimiter(code[cursor - 1])) cursor--;
+  return cursor;
+}
 
 std::vector<std::string> completionCandidates(Interp& in, std::string_view prefix) {
   std::vector<std::string> out;

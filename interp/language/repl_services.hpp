@@ -13,6 +13,10 @@ namespace purple {
 
 class Interp;
 
+// Characters that end an identifier: whitespace, brackets, quotes, ; and ,.
+bool isIdentifierDelimiter(char c);
+// Where the identifier that ends at byte CURSOR of CODE begins.
+std::size_t identifierStart(std::string_view code, std::size_t cursor);
 // Bound global names of the current namespace (procedures, syntax, variables; not the internal
 // %names unless the prefix starts with %) and special forms starting with PREFIX: sorted,
 // without duplicates. Nothing for an empty prefix.
