@@ -43,8 +43,10 @@ class AttachedBackend final : public Backend {
   Completions complete(const std::string& code, std::size_t cursor) override { return client_.complete(code, cursor); }
   std::optional<std::string> documentation(const std::string& name) override { return client_.documentation(name); }
   void interrupt() override { client_.interrupt(); }
+  bool quitShutsDown() const override { return true; }
   std::string describe() const override {
-    return "Attached to " + client_.program() + " (pid " + std::to_string(client_.pid()) + "): cells run inside it.";
+    return "Attached to " + client_.program() + " (pid " + std::to_string(client_.pid()) +
+           "): cells run inside it; `quit` shuts this kernel down and the program goes on.";
   }
 
  private:

@@ -30,6 +30,10 @@ class Backend {
   virtual void flush() {}
   // A line for the banner, after Purple's version.
   virtual std::string describe() const = 0;
+  // True when a cell `quit` (or `exit`) should shut the kernel down, as it does IPython's: the
+  // attached kernel, whose program then goes on (a console cannot otherwise shut down a kernel
+  // it did not start).
+  virtual bool quitShutsDown() const { return false; }
 };
 
 // An interpreter of this process.

@@ -30,6 +30,11 @@ nl::json errorReply(const std::string& ename, const std::string& evalue, const n
 
 bool blank(const std::string& code) { return code.find_first_not_of(" \t\r\n") == std::string::npos; }
 
+std::string trimmed(const std::string& code) {
+  size_t begin = code.find_first_not_of(" \t\r\n"), end = code.find_last_not_of(" \t\r\n");
+  return begin == std::string::npos ? std::string() : code.substr(begin, end - begin + 1);
+}
+
 std::string base64(const std::string& bytes) {
   static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
@@ -142,6 +147,11 @@ nl::json PurpleKernel::execute_request_impl(int executionCount, const std::strin
 
 nl::json PurpleKernel::execute(int executionCount, const std::string& code, bool silent, nl::json userExpressions) {
   if (blank(code)) return xeus::create_successful_reply(nl::json::array(), evaluateUserExpressions(userExpressions));
+  if (backend_->quitShutsDown() && (trimmed(code) == "quit" || trimmed(code) == "exit")) {
+    // As IPython's quit: the reply asks the front end to leave and shut the kernel down.
+    nl::json askExit = {{"source", "ask_exit"}, {"keepkernel", false}};
+    return xeus::create_successful_reply(nl::json::array({askExit}), nl::json::object());
+  }
   auto publish = [this, silent](const std::string& name, const std::string& text) {
     if (!silent) publish_stream(name, text);
   };

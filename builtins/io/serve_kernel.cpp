@@ -206,8 +206,8 @@ void registerServeKernel(Registry& r) {
      "connection file (in Jupyter's runtime directory, or CONNECTION-FILE) that `jupyter console "
      "--existing FILE` and notebooks attach to, and returns its path. Their cells run on this "
      "program's thread with its globals, modules and optimizers. With :wait #t (the default) it "
-     "serves until a client shuts the kernel down; with :wait #f it returns at once and cells "
-     "run at the program's safe points while it goes on.");
+     "serves until a client shuts the kernel down (`quit` in jupyter console), then returns; with "
+     ":wait #f it returns at once and cells run at the program's safe points while it goes on.");
   sandbox(r, "serve-kernel", Needs::Files | Needs::Process, "a connection file, a process (purple-kernel), and the program to its clients");
 }
 

@@ -65,7 +65,17 @@ check("completion knows the program's names", "helper-of-the-program" in complet
 kc.inspect("tensor-matmul", 5)
 inspect = kc.get_shell_msg(timeout=30)["content"]
 check("inspection shows documentation", inspect.get("found") and "matrix" in inspect["data"]["text/plain"].lower(), str(inspect))
+def consoled_quit():
+    """Whether the console's quit ended the kernel (the program then leaves serve-kernel)."""
+    try:
+        program.wait(timeout=30)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
 # jupyter console --existing FILE, typed into a tmux terminal as a person would.
+quit_sent = False
 console = shutil.which("jupyter-console")
 if not shutil.which("tmux") or not console:
     print("SKIP: jupyter console --existing: needs tmux and jupyter-console")
@@ -94,16 +104,21 @@ else:
     tmux("send-keys", "-t", "console", "(list 'from-console (helper-of-the-program 21))", "Enter")
     check("... and its cells run in the program", screen_shows("(from-console 42)"),
           tmux("capture-pane", "-p", "-t", "console").stdout)
+    tmux("send-keys", "-t", "console", "quit", "Enter")
+    quit_sent = True
+    check("`quit` there shuts the kernel down", screen_shows("Shutting down kernel"),
+          tmux("capture-pane", "-p", "-t", "console").stdout)
     tmux("kill-server")
 
-kc.shutdown()
+if not (quit_sent and consoled_quit()):
+    kc.shutdown()
 kc.stop_channels()
 try:
     out, err = program.communicate(timeout=60)
 except subprocess.TimeoutExpired:
     program.kill()
     out, err = program.communicate()
-check("after a shutdown the program goes on and ends normally", program.returncode == 0, err)
+check("after the kernel's shutdown the program goes on and ends normally", program.returncode == 0, err)
 check("... with what the cells changed", b"(after-kernel 42 2)" in out, out)
 check("... and the connection file is removed", not os.path.exists(connection))
 check("... and so is the kernel's private socket", not any(n.startswith("purple-kernel-") for n in os.listdir(tmp)), os.listdir(tmp))
