@@ -204,7 +204,7 @@ void registerServeKernel(Registry& r) {
     return makeString(file);
   }, "Makes the running program a Jupyter kernel, as IPython's embed_kernel does: writes a "
      "connection file (in Jupyter's runtime directory, or CONNECTION-FILE) that `jupyter console "
-     "--existing FILE` and notebooks attach to, and returns its path. Their cells run on this "
+     "--existing FILE` and other Jupyter clients attach to, and returns its path. Their cells run on this "
      "program's thread with its globals, modules and optimizers. With :wait #t (the default) it "
      "serves until a client shuts the kernel down (`quit` in jupyter console), then returns; with "
      ":wait #f it returns at once and cells run at the program's safe points while it goes on.");
