@@ -67,8 +67,10 @@
   "In a REPL buffer made by `purple-attach': the socket of the program it runs in.")
 
 (defun purple--start-repl (buffer-name socket)
-  "Start `purple' in BUFFER-NAME: attached to SOCKET when non-nil, else a REPL of its own."
-  (let ((buffer (apply #'make-comint-in-buffer (if socket "purple-attach" "purple") buffer-name purple-program nil
+  "Start `purple' in BUFFER-NAME.
+Attached to SOCKET when it is non-nil, else a REPL of its own."
+  (let ((buffer (apply #'make-comint-in-buffer (if socket "purple-attach" "purple") buffer-name
+                       purple-program nil
                        (if socket (list "--attach" socket) purple-program-arguments))))
     (with-current-buffer buffer
       (purple-repl-mode)
@@ -76,7 +78,8 @@
     buffer))
 
 (defun purple-repl-process ()
-  "The inferior Purple process, started when there is none (attached again when it was)."
+  "The inferior Purple process, started when there is none.
+A REPL that was attached to a program attaches again."
   (let ((buffer (get-buffer purple-repl-buffer-name)))
     (unless (comint-check-proc buffer)
       (setq buffer (purple--start-repl purple-repl-buffer-name
@@ -86,10 +89,12 @@
 ;;;###autoload
 (defun purple-attach (socket)
   "Attach to the running Purple program that serves a REPL on SOCKET.
-Start the program with `purple --listen SOCKET FILE', or call (serve-repl SOCKET) in it.
-Forms typed in the attached REPL, and those the current Purple buffer sends (\\[purple-send-definition],
-\\[purple-send-region], \\[purple-send-buffer]), run inside that program at its next safe point, with its
-globals, modules and optimizers: a redefinition changes what it does next."
+Start the program with `purple --listen SOCKET FILE', or call
+\(serve-repl SOCKET) in it.  Forms typed in the attached REPL, and
+those the current Purple buffer sends (\\[purple-send-definition],
+\\[purple-send-region], \\[purple-send-buffer]), run inside that program
+at its next safe point, with its globals, modules and optimizers: a
+redefinition changes what it does next."
   (interactive (list (read-file-name "Socket of the running program: " nil nil t)))
   (let* ((socket (expand-file-name socket))
          (name (format "*purple-attach %s*" (file-name-nondirectory socket)))
