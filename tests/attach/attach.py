@@ -9,6 +9,7 @@ Ctrl-C, Ctrl-D), --listen with --sandbox, stale sockets, and the socket removed 
 and SIGTERM.
 
 usage: attach.py PURPLE"""
+import atexit
 import os
 import pty
 import select
@@ -33,6 +34,15 @@ os.chmod(tmp, 0o755)
 sock = os.path.join(tmp, "job.sock")
 MAGIC = b"PURPLE-ATTACH/1\n"
 children = []
+
+
+@atexit.register
+def cleanup():
+    """Whatever happened: no program of this test left running, no socket or folder left."""
+    for p in children:
+        if p.poll() is None:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def start(args, **kw):
@@ -343,8 +353,4 @@ if wait_for_socket(stale_sock, killed):
 rc, out, err = attach("1", path=os.path.join(tmp, "none.sock"))
 check("no such socket: a clear error", rc == 1 and "no such socket" in err, err)
 
-for p in children:
-    if p.poll() is None:
-        p.kill()
-shutil.rmtree(tmp, ignore_errors=True)
 finish()

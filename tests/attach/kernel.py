@@ -6,6 +6,7 @@ inspection work, and a shutdown ends the kernel while the program goes on and en
 removing the file (docs/attach.md).
 
 usage: kernel.py PURPLE     (purple-kernel sits beside it)"""
+import atexit
 import os
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ with open(script, "w") as f:
 """)
 program = subprocess.Popen([purple, script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            env=dict(os.environ, TMPDIR=tmp))
+atexit.register(lambda: (program.poll() is None and program.kill(), shutil.rmtree(tmp, ignore_errors=True)))
 deadline = time.time() + 120
 while time.time() < deadline and program.poll() is None and not os.path.exists(connection):
     time.sleep(0.1)
@@ -122,5 +124,4 @@ check("after the kernel's shutdown the program goes on and ends normally", progr
 check("... with what the cells changed", b"(after-kernel 42 2)" in out, out)
 check("... and the connection file is removed", not os.path.exists(connection))
 check("... and so is the kernel's private socket", not any(n.startswith("purple-kernel-") for n in os.listdir(tmp)), os.listdir(tmp))
-shutil.rmtree(tmp, ignore_errors=True)
 finish()

@@ -4,6 +4,7 @@ evaluates on every rank at once (so a collective in it meets all of them) and pr
 by rank; the job then ends normally and its sockets are gone (docs/attach.md).
 
 usage: ranks.py PURPLE-RUN PURPLE"""
+import atexit
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ listen = os.path.join(tmp, "job")
 job = subprocess.Popen([run, "--nproc-per-node", "2", "--listen-dir", listen, os.path.join(here, "ranks.purple")],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 sockets = [os.path.join(listen, f"rank-{r}.sock") for r in range(2)]
+atexit.register(lambda: (job.poll() is None and job.kill(), shutil.rmtree(tmp, ignore_errors=True)))
 deadline = time.time() + 120
 while time.time() < deadline and job.poll() is None and not all(os.path.exists(s) for s in sockets):
     time.sleep(0.1)
@@ -52,5 +54,4 @@ except subprocess.TimeoutExpired:
 check("the job ends normally", job.returncode == 0, err)
 check("... every rank saw the change", b"(rank 0 ends)" in out and b"(rank 1 ends)" in out, out)
 check("... and its sockets are gone", not any(os.path.exists(s) for s in sockets))
-shutil.rmtree(tmp, ignore_errors=True)
 finish()
