@@ -11,7 +11,7 @@ def collect(kc, msg_id, timeout=120, on_message=None):
             msg = kc.get_iopub_msg(timeout=1)
         except Exception:
             continue
-        if msg["parent_header"].get("msg_id") != msg_id:
+        if (msg.get("parent_header") or {}).get("msg_id") != msg_id:   # null in xeus-zmq 3.1's iopub_welcome
             continue
         out.append(msg)
         if on_message:
@@ -26,7 +26,7 @@ def run(kc, code, timeout=120):
     msg_id = kc.execute(code)
     msgs = collect(kc, msg_id, timeout)
     reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
+    while (reply.get("parent_header") or {}).get("msg_id") != msg_id:
         reply = kc.get_shell_msg(timeout=timeout)
     return reply["content"], msgs
 
