@@ -12,6 +12,7 @@ void registerAllBuiltins(Interp& in) {
       {"strings", registerStrings}, {"strings", registerFormat},     {"vectors", registerVectors},
       {"hash-tables", registerHashTables}, {"records", registerRecords},
       {"ports", registerPorts}, {"ports", registerDirectories},         {"system", registerSystem},
+      {"system", registerAttach}, {"system", registerServeKernel},
       {"tensor", registerTensorCreation}, {"tensor", registerTensorMath},
       {"tensor", registerTensorReduction}, {"tensor", registerTensorShape},
       {"tensor", registerTensorIndexing}, {"tensor", registerTensorLinalg},

@@ -24,6 +24,8 @@ void registerRecords(Registry& r);
 void registerPorts(Registry& r);          // ports, read, write, display, files
 void registerDirectories(Registry& r);    // directory-files, file-directory?
 void registerSystem(Registry& r);         // command-line, exit, time, environment, gc-stats, help
+void registerAttach(Registry& r);         // serve-repl: the REPL server (docs/attach.md)
+void registerServeKernel(Registry& r);    // serve-kernel: the program as a Jupyter kernel
 
 // tensors
 void registerTensorCreation(Registry& r);

@@ -3,18 +3,10 @@
 
 #include <xeus/xhelper.hpp>
 
-#include <cstdlib>
-#include <cstring>
 
 namespace purple::kernel {
 
 namespace {
-
-Options kernelOptions() {
-  Options o;
-  o.commandLine = {"purple-kernel"};
-  return o;
-}
 
 // The traceback a notebook shows for an error: the report `purple` prints, line by line, with
 // the first line in red as Jupyter's own kernels do.
@@ -37,6 +29,11 @@ nl::json errorReply(const std::string& ename, const std::string& evalue, const n
 }
 
 bool blank(const std::string& code) { return code.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+std::string trimmed(const std::string& code) {
+  size_t begin = code.find_first_not_of(" \t\r\n"), end = code.find_last_not_of(" \t\r\n");
+  return begin == std::string::npos ? std::string() : code.substr(begin, end - begin + 1);
+}
 
 std::string base64(const std::string& bytes) {
   static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -82,13 +79,10 @@ void bundleToJson(const MimeBundle& bundle, nl::json& data, nl::json& metadata) 
 
 }  // namespace
 
-PurpleKernel::PurpleKernel() : interp_(std::make_unique<Interpreter>(kernelOptions())) {
+PurpleKernel::PurpleKernel(std::unique_ptr<Backend> backend) : backend_(std::move(backend)) {
   xeus::register_interpreter(this);
-  // As the purple command does: subnormal floats make Adam ~80x slower on some CPUs.
-  const char* ftz = std::getenv("PURPLE_FLUSH_DENORMAL");
-  if (!(ftz && std::strcmp(ftz, "0") == 0)) interp_->eval("(set-flush-denormal! #t)", "<startup>");
-  interp_->setDisplayHandler(
-      [this](const MimeBundle& bundle, const std::string& id, bool update) { display(bundle, id, update); }, true);
+  backend_->setDisplay(
+      [this](const MimeBundle& bundle, const std::string& id, bool update) { display(bundle, id, update); });
 }
 
 void PurpleKernel::flushStreams() {
@@ -108,7 +102,7 @@ void PurpleKernel::display(const MimeBundle& bundle, const std::string& displayI
 }
 
 void PurpleKernel::interruptIfRunning() {
-  if (executing_.load()) interp_->interrupt();
+  if (executing_.load()) backend_->interrupt();
 }
 
 void PurpleKernel::configure_impl() {
@@ -120,25 +114,14 @@ void PurpleKernel::configure_impl() {
   });
 }
 
-void PurpleKernel::representation(const Value& v, nl::json& data, nl::json& metadata) {
-  MimeBundle bundle;
-  try {
-    bundle = interp_->represent(v);
-  } catch (const Error&) {
-    bundle = {Representation{"text/plain", v.repr()}};   // a broken representer must not hide the value
-  }
-  bundleToJson(bundle, data, metadata);
-}
-
 nl::json PurpleKernel::evaluateUserExpressions(const nl::json& expressions) {
   nl::json out = nl::json::object();
   if (!expressions.is_object()) return out;
   for (auto it = expressions.begin(); it != expressions.end(); ++it) {
     nl::json entry;
     try {
-      Value v = interp_->eval(it.value().get<std::string>(), "<user expression>");
       nl::json data, metadata;
-      representation(v, data, metadata);
+      bundleToJson(backend_->evaluate(it.value().get<std::string>()), data, metadata);
       entry = {{"status", "ok"}, {"data", data}, {"metadata", metadata}};
     } catch (const Error& e) {
       entry = {{"status", "error"}, {"ename", e.kind()}, {"evalue", e.what()}, {"traceback", tracebackOf(e)}};
@@ -164,6 +147,11 @@ nl::json PurpleKernel::execute_request_impl(int executionCount, const std::strin
 
 nl::json PurpleKernel::execute(int executionCount, const std::string& code, bool silent, nl::json userExpressions) {
   if (blank(code)) return xeus::create_successful_reply(nl::json::array(), evaluateUserExpressions(userExpressions));
+  if (backend_->quitShutsDown() && (trimmed(code) == "quit" || trimmed(code) == "exit")) {
+    // As IPython's quit: the reply asks the front end to leave and shut the kernel down.
+    nl::json askExit = {{"source", "ask_exit"}, {"keepkernel", false}};
+    return xeus::create_successful_reply(nl::json::array({askExit}), nl::json::object());
+  }
   auto publish = [this, silent](const std::string& name, const std::string& text) {
     if (!silent) publish_stream(name, text);
   };
@@ -175,18 +163,14 @@ nl::json PurpleKernel::execute(int executionCount, const std::string& code, bool
   std::string sourceName = "In[" + std::to_string(executionCount) + "]";
   executing_.store(true);
   try {
-    Interpreter::OutputCapture capture(*interp_, [&](std::string_view s) { out.write(s); },
-                                       [&](std::string_view s) { err.write(s); });
-    std::vector<Value> lastResults;
     try {
-      interp_->evalForms(code, sourceName, [&](const std::vector<Value>& results, const FormSource&) {
-        lastResults = results;
-      });
+      std::optional<MimeBundle> last = backend_->execute(
+          code, sourceName, [&](std::string_view s) { out.write(s); }, [&](std::string_view s) { err.write(s); });
       out.flush();
       err.flush();
-      if (!silent && !lastResults.empty()) {
+      if (!silent && last) {
         nl::json data, metadata;
-        representation(lastResults.back(), data, metadata);
+        bundleToJson(*last, data, metadata);
         publish_execution_result(executionCount, std::move(data), std::move(metadata));
       }
       reply = xeus::create_successful_reply(nl::json::array(), evaluateUserExpressions(userExpressions));
@@ -210,7 +194,7 @@ nl::json PurpleKernel::execute(int executionCount, const std::string& code, bool
     reply = errorReply("kernel-error", e.what(), nl::json::array({e.what()}));
   }
   executing_.store(false);
-  interp_->cancelInterrupt();   // an interrupt that came as the cell ended
+  backend_->settle();   // an interrupt that came as the cell ended
   stdout_ = stderr_ = nullptr;
   silent_ = false;
   return reply;
@@ -219,7 +203,7 @@ nl::json PurpleKernel::execute(int executionCount, const std::string& code, bool
 nl::json PurpleKernel::complete_request_impl(const std::string& code, int cursorPos) {
   std::size_t cursor = byteOffset(code, std::size_t(std::max(cursorPos, 0)));
   try {
-    Completions c = interp_->complete(code, cursor);
+    Completions c = backend_->complete(code, cursor);
     return xeus::create_complete_reply(c.matches, int(codePoints(code, c.begin)), int(codePoints(code, c.end)));
   } catch (const Error&) {
     return xeus::create_complete_reply(nl::json::array(), cursorPos, cursorPos);
@@ -230,7 +214,7 @@ nl::json PurpleKernel::inspect_request_impl(const std::string& code, int cursorP
   std::size_t cursor = byteOffset(code, std::size_t(std::max(cursorPos, 0)));
   std::string name = Interpreter::identifierAt(code, cursor);
   try {
-    std::optional<std::string> doc = interp_->documentation(name);
+    std::optional<std::string> doc = backend_->documentation(name);
     if (doc) return xeus::create_inspect_reply(true, {{"text/plain", *doc}});
   } catch (const Error&) {
   }
@@ -253,7 +237,7 @@ nl::json PurpleKernel::kernel_info_request_impl() {
   info["protocol_version"] = "5.3";
   info["implementation"] = "purple";
   info["implementation_version"] = PURPLE_VERSION;
-  info["banner"] = versionLine() + "\nA Scheme with tensors. (help 'name) shows documentation; Shift-Tab too.";
+  info["banner"] = versionLine() + "\n" + backend_->describe() + " (help 'name) shows documentation; Shift-Tab too.";
   // Purple is a Scheme: notebooks highlight it with CodeMirror's and Pygments' Scheme modes.
   info["language_info"] = {{"name", "scheme"},
                            {"version", "R7RS"},
@@ -267,7 +251,7 @@ nl::json PurpleKernel::kernel_info_request_impl() {
 
 void PurpleKernel::shutdown_request_impl() {
   try {
-    interp_->flush();
+    backend_->flush();
   } catch (const Error&) {
   }
 }

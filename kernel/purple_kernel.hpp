@@ -1,6 +1,7 @@
-// The Jupyter kernel's interpreter: each xeus request is answered through Purple's public
-// embedding API (include/purple/purple.hpp) and nothing else.
+// The Jupyter kernel's interpreter: each xeus request is answered by a Backend (backend.hpp):
+// an interpreter of its own, or a running program attached to (serve-kernel).
 #pragma once
+#include "kernel/backend.hpp"
 #include "kernel/stream_publisher.hpp"
 #include <purple/purple.hpp>
 
@@ -14,7 +15,7 @@ namespace purple::kernel {
 
 class PurpleKernel final : public xeus::xinterpreter {
  public:
-  PurpleKernel();
+  explicit PurpleKernel(std::unique_ptr<Backend> backend);
   // From the signal thread (SIGINT, Jupyter's "interrupt kernel"): stops the cell that is
   // running at its next safe point. Ignored between cells.
   void interruptIfRunning();
@@ -37,14 +38,12 @@ class PurpleKernel final : public xeus::xinterpreter {
   nl::json kernel_info_request_impl() override;
   void shutdown_request_impl() override;
 
-  // The representations of a value for a notebook: a MIME bundle (data) and its metadata.
-  void representation(const Value& v, nl::json& data, nl::json& metadata);
   // (show x): display_data, or update_display_data for a display shown before with that id.
   void display(const MimeBundle& bundle, const std::string& displayId, bool update);
   nl::json evaluateUserExpressions(const nl::json& expressions);
   void flushStreams();
 
-  std::unique_ptr<Interpreter> interp_;
+  std::unique_ptr<Backend> backend_;
   std::atomic<bool> executing_{false};
   // The running request's output streams, flushed before a display so that output keeps its order.
   StreamPublisher* stdout_ = nullptr;

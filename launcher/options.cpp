@@ -26,6 +26,8 @@ const char* kUsage =
     "                         SIGTERM, then SIGKILL S seconds later (default 5)\n"
     "  --no-purple            SCRIPT is a program to run as is (torchrun's --no-python)\n"
     "  --purple PATH          the purple command to run (default: the one next to purple-run)\n"
+    "  --listen-dir DIR       each rank serves a REPL on DIR/rank-N.sock: purple --attach DIR --all -e EXPR\n"
+    "                         evaluates EXPR in every rank, purple --attach DIR/rank-N.sock in one\n"
     "Exit status: 0 when every rank exits 0; otherwise the first failed rank's status (1 when it was\n"
     "killed by a signal), after naming it; 130 after Ctrl-C, which stops every rank.\n";
 
@@ -151,6 +153,9 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.runAsIs = true;
     } else if (flag == "--purple") {
       o.purple = next();
+    } else if (flag == "--listen-dir") {
+      o.listenDir = next();
+      if (o.listenDir.empty()) throw std::runtime_error("--listen-dir needs a directory");
     } else if (flag == "--max-restarts") {
       if (toInt(flag, next(), 0, 1000) != 0) throw std::runtime_error("--max-restarts: restarting ranks is not supported");
     } else if (flag == "--rdzv-backend" || flag == "--rdzv-id" || flag == "--run-id" || flag == "--monitor-interval" ||
@@ -174,6 +179,8 @@ Options parseOptions(const std::vector<std::string>& args) {
   for (; i < args.size(); i++) o.command.push_back(args[i]);
   if (o.help) return o;
   if (o.command.empty()) throw std::runtime_error("no script given");
+  if (!o.listenDir.empty() && o.runAsIs)
+    throw std::runtime_error("--listen-dir serves Purple ranks' REPLs; with --no-purple there are none");
   if (o.nodeRank >= o.nnodes)
     throw std::runtime_error("--node-rank " + std::to_string(o.nodeRank) + " is outside 0.." + std::to_string(o.nnodes - 1));
   if (!masterPortGiven && o.nnodes > 1) o.masterPort = 29500;

@@ -18,6 +18,7 @@ struct Options {
   double stopTimeout = 5.0;          // seconds; see supervisor.hpp
   bool runAsIs = false;              // --no-purple: the command is not a Purple script
   std::string purple;                // the purple binary (default: next to purple-run)
+  std::string listenDir;             // each rank serves a REPL on DIR/rank-N.sock (docs/attach.md)
   std::vector<std::string> command;  // script and its arguments (or the program, with --no-purple)
   bool help = false;
 };

@@ -132,6 +132,8 @@ class Supervisor {
     runDir_ = dirTemplate;
     failureFile_ = runDir_ + "/failure";
     installHandlers();
+    if (!o_.listenDir.empty() && ::mkdir(o_.listenDir.c_str(), 0700) != 0 && errno != EEXIST)
+      throw std::runtime_error("--listen-dir: cannot make " + o_.listenDir + ": " + std::strerror(errno));
     bool relay = o_.prefixOutput || !o_.localRanksShown.empty();
     for (int local = 0; local < o_.nprocPerNode; local++) {
       Rank r;
@@ -206,6 +208,10 @@ class Supervisor {
       argv = o_.command;
     } else {
       argv.push_back(o_.purple.empty() ? siblingPurple() : o_.purple);
+      if (!o_.listenDir.empty()) {
+        argv.push_back("--listen");
+        argv.push_back(o_.listenDir + "/rank-" + std::to_string(r.rank) + ".sock");
+      }
       argv.insert(argv.end(), o_.command.begin(), o_.command.end());
     }
     std::vector<std::string> env = environment(r, world, port);

@@ -5,6 +5,7 @@
 // the main thread because glibc serves it from its main malloc arena, where LibTorch's small
 // allocations cost about 700 instructions less per tiny tensor op than in a second thread's
 // arena (callgrind, 4x4 matmul + relu).
+#include "repl/attach.hpp"
 #include "repl/figures.hpp"
 #include "repl/install_kernel.hpp"
 #include "launcher/handoff.hpp"
@@ -34,6 +35,10 @@ const char* kUsage =
     "  check FILE...   report reader errors, unbound variables, wrong argument counts and provable\n"
     "                  shape mismatches without running anything (exit 1 when it finds some)\n"
     "  --lsp           speak the Language Server Protocol on stdin/stdout (docs/editors.md)\n"
+    "  --listen SOCKET serve a REPL on the Unix socket SOCKET while FILE (or the REPL) runs:\n"
+    "                  purple --attach SOCKET connects to it (docs/attach.md)\n"
+    "  --attach SOCKET [-e EXPR]   a REPL inside the program serving SOCKET, or EXPR evaluated there;\n"
+    "                  --attach DIR --all -e EXPR: on every rank of purple-run --listen-dir DIR\n"
     "  -e EXPR         evaluate EXPR and print its value\n"
     "  -i FILE         load FILE, then start the REPL\n"
     "  -I DIR          add DIR to the library search path (for import)\n"
@@ -121,7 +126,7 @@ bool readScript(const std::string& path, std::string& text) {
 
 int run(const std::vector<std::string>& args) {
   using namespace purple;
-  std::string script, expr, preload;
+  std::string script, expr, preload, listen;
   std::vector<std::string> scriptArgs, libDirs;
   bool sandbox = false, profile = false, trackTensorMemory = false, memoryStats = false;
   std::string profilePrefix = "purple-profile";
@@ -130,6 +135,7 @@ int run(const std::vector<std::string>& args) {
   // still runs as ./check.
   if (!args.empty() && args[0] == "check") return repl::runTool("check-main", std::vector<std::string>(args.begin() + 1, args.end()));
   if (!args.empty() && args[0] == "--lsp") return repl::runTool("lsp-main", std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "--attach") return repl::runAttach(std::vector<std::string>(args.begin() + 1, args.end()));
   int64_t heapLimit = 0;
   auto badValue = [](const std::string& option, const std::string& value) {
     std::cerr << "purple: " << option << " needs a positive " << (option == "--max-seconds" ? "number of seconds" : "count")
@@ -156,6 +162,12 @@ int run(const std::vector<std::string>& args) {
       libDirs.push_back(args[++i]);
     } else if (a == "--sandbox") {
       sandbox = true;
+    } else if (a == "--listen") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) {
+        std::cerr << "purple: --listen needs a socket path\n";
+        return 2;
+      }
+      listen = args[++i];
     } else if (a == "--profile") {
       profile = true;
     } else if (a == "--profile-out" && i + 1 < args.size()) {
@@ -225,6 +237,16 @@ int run(const std::vector<std::string>& args) {
     }
     Interpreter& in = *interp;
     in.setDisplayHandler([](const MimeBundle& bundle, const std::string&, bool) { repl::showOnTerminal(bundle); });
+    if (!listen.empty()) {
+      // Before anything runs, so a client can attach from the first form on; under --sandbox the
+      // clients' forms run under the same limits (they run on this interpreter).
+      try {
+        in.serveRepl(listen);
+      } catch (const Error& e) {
+        std::cerr << "purple: --listen: " << e.what() << "\n";
+        return 1;
+      }
+    }
     try {
       // Subnormal floats make Adam ~80x slower on this kind of CPU (DESIGN.md); the command
       // flushes them to zero unless PURPLE_FLUSH_DENORMAL=0. Embedding hosts decide for themselves.
@@ -254,7 +276,7 @@ int run(const std::vector<std::string>& args) {
             repl::reportError(in, e);
           }
         }
-        status = repl::runRepl(in);
+        status = repl::runRepl(in, !listen.empty());
       }
     } catch (const Exit& e) {
       status = e.code();

@@ -8,32 +8,43 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <poll.h>
 #include <unistd.h>
 #include <vector>
 
 namespace purple::repl {
 
 namespace {
-Interpreter* gInterp = nullptr;
+Session* gSession = nullptr;
 volatile std::sig_atomic_t gEvaluating = 0;
 volatile std::sig_atomic_t gInterruptedAtPrompt = 0;
 
 void onInterrupt(int) {
   // Only flags: the evaluator notices at its next safe point, the line reader at its next read.
-  if (gEvaluating && gInterp) gInterp->interrupt();
+  if (gEvaluating && gSession) gSession->interrupt();
   else gInterruptedAtPrompt = 1;
 }
 
 // libedit's character source. SIGINT is installed without SA_RESTART, so a Ctrl-C at the prompt
 // ends the blocking read with EINTR: the reader echoes ^C and ends the line, which runRepl then
 // drops. libedit's own signal handling is off (rl_catch_signals = 0): it would take the line
-// down with it (readline returns NULL, as at end of input).
+// down with it (readline returns NULL, as at end of input). A session with idle work (a
+// --listen REPL serving attached clients) gets it every 100 ms while no key comes.
 int readCharInterruptibly(FILE* in) {
   while (true) {
     if (gInterruptedAtPrompt) {
       std::fputs("^C", stdout);
       std::fflush(stdout);
       return '\n';
+    }
+    if (gSession && gSession->wantsIdle()) {
+      pollfd p{fileno(in), POLLIN, 0};
+      int ready = ::poll(&p, 1, 100);
+      if (ready == 0) {
+        gSession->idle();
+        continue;
+      }
+      if (ready < 0) continue;   // EINTR: the flag above says why
     }
     unsigned char c;
     ssize_t n = read(fileno(in), &c, 1);
@@ -63,9 +74,8 @@ char* completionGenerator(const char* text, int state) {
   static size_t index;
   if (state == 0) {
     index = 0;
-    std::string word(text);
     try {
-      gCompletions = gInterp->complete(word, word.size()).matches;
+      gCompletions = gSession->complete(text);
     } catch (const Error&) {
       gCompletions.clear();
     }
@@ -85,18 +95,46 @@ std::string historyPath() {
 }
 
 // Evaluates one complete input; Ctrl-C during it interrupts the evaluation.
-void evalInput(Interpreter& interp, const std::string& text, const std::string& sourceName) {
+void evalInput(Session& session, const std::string& text, const std::string& sourceName) {
   gEvaluating = 1;
   try {
-    evalAndPrint(interp, text, sourceName, true);
+    session.evaluate(text, sourceName);
   } catch (...) {
     gEvaluating = 0;
-    interp.cancelInterrupt();
     throw;
   }
   gEvaluating = 0;
-  interp.cancelInterrupt();   // a Ctrl-C that came as the evaluation ended
 }
+
+// This process's interpreter.
+class LocalSession final : public Session {
+ public:
+  LocalSession(Interpreter& interp, bool serveClients) : interp_(interp), serveClients_(serveClients) {}
+  void evaluate(const std::string& text, const std::string& sourceName) override {
+    try {
+      evalAndPrint(interp_, text, sourceName, true);
+    } catch (...) {
+      interp_.cancelInterrupt();
+      throw;
+    }
+    interp_.cancelInterrupt();   // a Ctrl-C that came as the evaluation ended
+  }
+  std::vector<std::string> complete(const std::string& word) override {
+    return interp_.complete(word, word.size()).matches;
+  }
+  void interrupt() override { interp_.interrupt(); }
+  bool wantsIdle() const override { return serveClients_; }
+  void idle() override {
+    try {
+      interp_.serveClients(0);
+    } catch (const Error&) {
+    }
+  }
+
+ private:
+  Interpreter& interp_;
+  bool serveClients_;
+};
 }  // namespace
 
 void reportError(Interpreter& interp, const Error& e) {
@@ -126,8 +164,13 @@ bool evalAndPrint(Interpreter& interp, const std::string& text, const std::strin
   }
 }
 
-int runRepl(Interpreter& interp) {
-  gInterp = &interp;
+int runRepl(Interpreter& interp, bool serveClients) {
+  LocalSession session(interp, serveClients);
+  return runRepl(session, versionLine() + "\nType (help 'name) for documentation, Ctrl-D to leave.");
+}
+
+int runRepl(Session& session, const std::string& banner) {
+  gSession = &session;
   struct sigaction sa {};
   sa.sa_handler = onInterrupt;
   sigemptyset(&sa.sa_mask);
@@ -140,13 +183,13 @@ int runRepl(Interpreter& interp) {
       while (std::getline(std::cin, line)) {
         buffer += line + "\n";
         if (Interpreter::checkInput(buffer).status == InputStatus::incomplete) continue;
-        evalInput(interp, buffer, "<stdin>");
+        evalInput(session, buffer, "<stdin>");
         buffer.clear();
       }
-      if (!buffer.empty()) evalInput(interp, buffer, "<stdin>");
+      if (!buffer.empty()) evalInput(session, buffer, "<stdin>");
       return 0;
     }
-    std::cout << versionLine() << "\nType (help 'name) for documentation, Ctrl-D to leave.\n" << std::flush;
+    std::cout << banner << "\n" << std::flush;
     rl_catch_signals = 0;
     rl_getc_function = readCharInterruptibly;
     rl_attempted_completion_function = completeWord;
@@ -176,7 +219,7 @@ int runRepl(Interpreter& interp) {
       while (!entry.empty() && entry.back() == '\n') entry.pop_back();
       add_history(entry.c_str());
       if (!hist.empty()) write_history(hist.c_str());
-      evalInput(interp, buffer, "<repl>");
+      evalInput(session, buffer, "<repl>");
       buffer.clear();
     }
   } catch (const Exit& e) {

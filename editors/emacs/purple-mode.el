@@ -9,6 +9,9 @@
 ;; - indentation rules for Purple's special forms and syntax (define-module, with-grad ...);
 ;; - an inferior Purple REPL through comint: `run-purple' (C-c C-z), and sending the
 ;;   definition at point (C-M-x, C-c C-c), the region (C-c C-r) or the buffer (C-c C-b);
+;; - `purple-attach' (C-c C-a): a REPL inside a running program (purple --listen SOCKET, or
+;;   (serve-repl SOCKET) in it); the buffer's C-c C-c and friends then send there, so a
+;;   redefinition changes what the running program does next (docs/attach.md);
 ;; - eldoc: the signature of the procedure being called, from Purple's own `documentation';
 ;; - the language server (`purple --lsp'): M-x eglot in a Purple buffer starts it.
 ;;
@@ -60,14 +63,47 @@
   (setq-local comint-prompt-regexp "^purple> *")
   (setq-local comint-process-echoes nil))
 
+(defvar-local purple--attached-socket nil
+  "In a REPL buffer made by `purple-attach': the socket of the program it runs in.")
+
+(defun purple--start-repl (buffer-name socket)
+  "Start `purple' in BUFFER-NAME.
+Attached to SOCKET when it is non-nil, else a REPL of its own."
+  (let ((buffer (apply #'make-comint-in-buffer (if socket "purple-attach" "purple") buffer-name
+                       purple-program nil
+                       (if socket (list "--attach" socket) purple-program-arguments))))
+    (with-current-buffer buffer
+      (purple-repl-mode)
+      (setq purple--attached-socket socket))
+    buffer))
+
 (defun purple-repl-process ()
-  "The inferior Purple process, started when there is none."
+  "The inferior Purple process, started when there is none.
+A REPL that was attached to a program attaches again."
   (let ((buffer (get-buffer purple-repl-buffer-name)))
     (unless (comint-check-proc buffer)
-      (setq buffer (apply #'make-comint-in-buffer "purple" purple-repl-buffer-name
-                          purple-program nil purple-program-arguments))
-      (with-current-buffer buffer (purple-repl-mode)))
+      (setq buffer (purple--start-repl purple-repl-buffer-name
+                                       (and buffer (buffer-local-value 'purple--attached-socket buffer)))))
     (get-buffer-process buffer)))
+
+;;;###autoload
+(defun purple-attach (socket)
+  "Attach to the running Purple program that serves a REPL on SOCKET.
+Start the program with `purple --listen SOCKET FILE', or call
+\(serve-repl SOCKET) in it.  Forms typed in the attached REPL, and
+those the current Purple buffer sends (\\[purple-send-definition],
+\\[purple-send-region], \\[purple-send-buffer]), run inside that program
+at its next safe point, with its globals, modules and optimizers: a
+redefinition changes what it does next."
+  (interactive (list (read-file-name "Socket of the running program: " nil nil t)))
+  (let* ((socket (expand-file-name socket))
+         (name (format "*purple-attach %s*" (file-name-nondirectory socket)))
+         (buffer (get-buffer name)))
+    (unless (comint-check-proc buffer)
+      (setq buffer (purple--start-repl name socket)))
+    (when (derived-mode-p 'purple-mode)
+      (setq-local purple-repl-buffer-name name))
+    (pop-to-buffer buffer)))
 
 ;;;###autoload
 (defun run-purple ()
@@ -148,6 +184,7 @@
     (define-key map (kbd "C-c C-r") #'purple-send-region)
     (define-key map (kbd "C-c C-b") #'purple-send-buffer)
     (define-key map (kbd "C-c C-z") #'run-purple)
+    (define-key map (kbd "C-c C-a") #'purple-attach)
     map)
   "Keys of `purple-mode'.")
 

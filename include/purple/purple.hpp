@@ -675,6 +675,19 @@ class Interpreter {
   // updates. Without a handler, show prints the text/plain representation.
   void setDisplayHandler(DisplayHandler handler, bool live = false);
 
+  // A REPL server on the Unix socket SOCKET_PATH (docs/attach.md): `purple --attach` and
+  // AttachClient (purple/attach.hpp) connect to it, and their code runs on this interpreter's
+  // thread at its safe points while the host evaluates, under this interpreter's limits; the
+  // server's own thread never touches a Purple value. The socket is made mode 0600 and serves
+  // only this process's user; it is removed when the interpreter is destroyed. The host chose
+  // the path, so this works when Limits::allowFiles is false. Throws Error ("file-error") when
+  // the path is taken by a live server or cannot be bound.
+  void serveRepl(const std::string& socketPath);
+  void stopServingRepl();
+  // For a host whose interpreter is idle (a REPL waiting at its prompt): waits up to SECONDS
+  // for clients' requests and runs them on the calling thread. Returns whether one ran.
+  bool serveClients(double seconds);
+
   // Output and input.
   void setOutput(std::ostream& os);
   void setError(std::ostream& os);

@@ -10,6 +10,7 @@
 #include "interp/core/interp_state.hpp"
 #include "interp/core/port.hpp"
 #include "interp/language/reader.hpp"
+#include "interp/language/repl_services.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -22,11 +23,6 @@ using detail::interpOf;
 using detail::runGuarded;
 
 namespace {
-
-bool isDelimiter(char c) {
-  return std::isspace(static_cast<unsigned char>(c)) || c == '(' || c == ')' || c == '[' || c == ']' || c == '"' ||
-         c == ';' || c == '\'' || c == '`' || c == ',' || c == '{' || c == '}';
-}
 
 // Lists left open at the end of `code`, skipping strings, characters, comments and |symbols|.
 int openListsAtEnd(std::string_view code) {
@@ -52,7 +48,7 @@ int openListsAtEnd(std::string_view code) {
       i += 2;
     } else if (c == '#' && i + 1 < n && code[i + 1] == '\\') {
       i += 3;   // #\( is a character, not a list
-      while (i < n && !isDelimiter(code[i])) i++;
+      while (i < n && !isIdentifierDelimiter(code[i])) i++;
     } else {
       if (c == '(' || c == '[') depth++;
       else if ((c == ')' || c == ']') && depth > 0) depth--;
@@ -62,33 +58,11 @@ int openListsAtEnd(std::string_view code) {
   return depth;
 }
 
-// A Purple list of representations, (MIME-TYPE DATA [:width W :height H]) ..., as a MimeBundle;
-// malformed entries are skipped (representations has checked them).
+// A Purple list of representations as the API's MimeBundle.
 MimeBundle bundleOf(PV reps) {
   MimeBundle out;
-  for (PV p = reps; isPair(p); p = cdr(p)) {
-    PV e = car(p);
-    if (!isPair(e) || !isString(car(e)) || !isPair(cdr(e))) continue;
-    Representation r;
-    r.mimeType = std::string(stringView(car(e)));
-    PV d = car(cdr(e));
-    if (isString(d)) {
-      r.data = std::string(stringView(d));
-    } else if (d.is(Kind::Bytevector)) {
-      auto* bv = d.as<Bytevector>();
-      r.data.assign(reinterpret_cast<const char*>(bv->bytes), bv->extra);
-      r.binary = true;
-    } else {
-      continue;
-    }
-    for (PV q = cdr(cdr(e)); isPair(q) && isPair(cdr(q)); q = cdr(cdr(q))) {
-      PV key = car(q), value = car(cdr(q));
-      if (!isKeyword(key) || !value.isFixnum()) continue;
-      if (symbolName(key) == "width") r.width = int(value.fixnum());
-      else if (symbolName(key) == "height") r.height = int(value.fixnum());
-    }
-    out.push_back(std::move(r));
-  }
+  for (attach::WireRepresentation& r : bundleFromList(reps))
+    out.push_back(Representation{std::move(r.mimeType), std::move(r.data), r.binary, r.width, r.height});
   return out;
 }
 
@@ -155,55 +129,29 @@ InputCheck Interpreter::checkInput(std::string_view code) {
 
 std::string Interpreter::identifierAt(std::string_view code, std::size_t cursor) {
   cursor = std::min(cursor, code.size());
-  size_t begin = cursor, end = cursor;
-  while (begin > 0 && !isDelimiter(code[begin - 1])) begin--;
-  while (end < code.size() && !isDelimiter(code[end])) end++;
+  size_t begin = identifierStart(code, cursor), end = cursor;
+  while (end < code.size() && !isIdentifierDelimiter(code[end])) end++;
   return std::string(code.substr(begin, end - begin));
 }
 
 Completions Interpreter::complete(std::string_view code, std::size_t cursor) {
   Completions out;
   cursor = std::min(cursor, code.size());
-  size_t begin = cursor;
-  while (begin > 0 && !isDelimiter(code[begin - 1])) begin--;
+  size_t begin = identifierStart(code, cursor);
   out.begin = begin;
   out.end = cursor;
   std::string prefix(code.substr(begin, cursor - begin));
-  if (prefix.empty()) return out;
-  auto wanted = [&](std::string_view name) {
-    return name.size() >= prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
-           (name.empty() || name[0] != '%' || prefix[0] == '%');
-  };
   runGuarded(impl_, [&]() -> PV {
-    interpOf(impl_).forEachGlobal([&](purple::Value key, GlobalCell* c) {
-      if (c->value.isUnbound()) return;
-      std::string_view n = symbolName(key);
-      if (wanted(n)) out.matches.emplace_back(n);
-    });
+    out.matches = completionCandidates(interpOf(impl_), prefix);
     return PV::unspecified();
   });
-  for (const std::string& s : specialFormNames())
-    if (wanted(s)) out.matches.push_back(s);
-  std::sort(out.matches.begin(), out.matches.end());
-  out.matches.erase(std::unique(out.matches.begin(), out.matches.end()), out.matches.end());
   return out;
 }
 
 std::optional<std::string> Interpreter::documentation(std::string_view name) {
-  if (name.empty()) return std::nullopt;
   std::optional<std::string> text;
   runGuarded(impl_, [&]() -> PV {
-    Interp& in = interpOf(impl_);
-    PV sym = intern(name);
-    GlobalCell* cell = in.findGlobal(sym);
-    bool bound = cell && !cell->value.isUnbound();
-    const auto specials = specialFormNames();
-    bool special = std::find(specials.begin(), specials.end(), name) != specials.end();
-    if (!bound && !special) return PV::unspecified();
-    PV doc = in.apply(in.lookupGlobal("documentation"), {sym});
-    std::string s = isString(doc) ? std::string(stringView(doc)) : std::string();
-    if (!bound && (s.empty() || s == std::string(name) + ": not defined")) s = std::string(name) + "  [special form]";
-    text = s;
+    text = documentationText(interpOf(impl_), name);
     return PV::unspecified();
   });
   return text;

@@ -15,6 +15,7 @@
 namespace purple {
 
 struct Node;
+class AttachServer;
 struct LambdaNode;
 struct Scope;
 struct SourcePos { Value file; int line = 0; int col = 0; };   // file: string or #f
@@ -168,6 +169,16 @@ class Interp {
   std::atomic<bool> attention{false};        // an interrupt or a passed deadline waits: see poll()
   void attend();                   // throws for what `attention` was raised for, else clears it
   std::atomic<int> pendingWork{0};       // set by other threads/GC: poll at safe points
+  // Work another thread hands to this interpreter's thread: an attached client's request
+  // (interp/language/attach_server.hpp). requestWork raises pendingWork and attention; attend()
+  // then calls the hook with atSafePoint false (it may only raise a stop there, or ask for a
+  // safe point soon), and safePoint() with true (the work runs there).
+  static void (*pendingWorkHook)(Interp&, bool atSafePoint);
+  void requestWork() {
+    pendingWork.store(1, std::memory_order_seq_cst);
+    attention.store(true, std::memory_order_seq_cst);
+  }
+  AttachServer* attachServer = nullptr;  // the REPL server serving this interpreter, if any
   int64_t stepsLeft = 1024;        // closure calls until the next safe point
   int64_t stepBudgetLeft = 0;      // for limits.maxSteps
   static constexpr int64_t kMaxDepthCap = 1000000;

@@ -514,6 +514,7 @@ void Interp::attend() {
   if (interruptRequested_.load(std::memory_order_acquire)) throwStop(*this, "interrupt", "interrupted");
   if (deadlinePassed.load(std::memory_order_acquire)) throwStop(*this, "time-limit", "time budget exhausted");
   attention.store(false, std::memory_order_relaxed);
+  if (pendingWork.load(std::memory_order_seq_cst) && pendingWorkHook) pendingWorkHook(*this, false);
   // A request that arrived while the flag was being cleared must not be lost.
   if (interruptRequested_.load(std::memory_order_seq_cst) || deadlinePassed.load(std::memory_order_seq_cst))
     attention.store(true, std::memory_order_relaxed);
@@ -529,6 +530,7 @@ void Interp::safePoint() {
     stepBudgetLeft -= 1024;
   }
   if (hasDeadline && std::chrono::steady_clock::now() > deadline) throwStop(*this, "time-limit", "time budget exhausted");
+  if (pendingWork.load(std::memory_order_acquire) && pendingWorkHook) pendingWorkHook(*this, true);
 }
 
 void Interp::checkInterrupt() { safePoint(); }

@@ -67,6 +67,44 @@
       (let ((process (get-buffer-process purple-repl-buffer-name)))
         (when process (delete-process process))))))
 
+(ert-deftest purple-mode-attaches-to-a-running-program ()
+  (let* ((dir (make-temp-file "purple-attach" t))
+         (socket (expand-file-name "job.sock" dir))
+         (script (expand-file-name "job.purple" dir))
+         (job nil)
+         (source (generate-new-buffer "job-source")))
+    (with-temp-file script
+      (insert "(define done #f)\n(define (report) 'original)\n"
+              "(let loop () (serve-repl-wait 0.05) (unless done (loop)))\n"
+              "(display (list 'finally (report)))\n"))
+    (unwind-protect
+        (progn
+          (setq job (start-process "purple-job" "*purple-job*" purple-program "--listen" socket script))
+          (should (purple-tests--wait-for (lambda () (file-exists-p socket)) 60))
+          (with-current-buffer source
+            (purple-mode)
+            (purple-attach socket)
+            (set-buffer source)
+            (should (equal purple-repl-buffer-name "*purple-attach job.sock*"))
+            ;; C-c C-c on a definition redefines it inside the running program
+            (insert "(define (report) 'redefined-from-emacs)\n")
+            (goto-char (point-min))
+            (purple-send-definition)
+            (purple-send-string "(list 'inside (report))"))
+          (should (purple-tests--wait-for
+                   (lambda () (with-current-buffer "*purple-attach job.sock*"
+                                (string-match-p "(inside redefined-from-emacs)" (buffer-string))))
+                   60))
+          (with-current-buffer source (purple-send-string "(set! done #t)"))
+          (should (purple-tests--wait-for (lambda () (not (process-live-p job))) 60))
+          (should (string-match-p "(finally redefined-from-emacs)"
+                                  (with-current-buffer "*purple-job*" (buffer-string))))
+          (should-not (file-exists-p socket)))
+      (dolist (b (list "*purple-attach job.sock*" "*purple-job*"))
+        (let ((p (get-buffer-process b))) (when p (delete-process p))))
+      (kill-buffer source)
+      (delete-directory dir t))))
+
 (ert-deftest purple-mode-eldoc-shows-documentation ()
   (clrhash purple--documentation-cache)
   (should (string-match-p "matrix product" (purple-documentation "tensor-matmul")))

@@ -142,6 +142,9 @@ std::map<std::string, std::string> attackCalls() {
       {"get-environment-variable", "(get-environment-variable \"PURPLE_SANDBOX_SECRET\")"},
       {"get-environment-variables", "(get-environment-variables)"},
       {"set-tensor-gc-threshold!", "(set-tensor-gc-threshold! 1)"},
+      {"serve-repl", "(serve-repl \"W/made\")"},
+      {"stop-repl-server", "(stop-repl-server)"},
+      {"serve-kernel", "(serve-kernel :connection-file \"W/made\")"},
       {"record-tensor-origins!", "(record-tensor-origins! #t)"},
       {"%tensor-memory-rows", "(tensor-memory-report)"},
       {"%profile-run", "(profile (lambda () 1))"},
@@ -265,7 +268,7 @@ std::string replaceAll(std::string s, const std::string& from, const std::string
 // The audit (docs/sandbox.md): the builtins refused in a sandbox.
 const std::set<std::string> kRefused = {
     "command-line", "exit", "emergency-exit", "get-environment-variable", "get-environment-variables",
-    "set-tensor-gc-threshold!", "record-tensor-origins!", "%tensor-memory-rows", "%profile-run", "%op-profile-run",
+    "set-tensor-gc-threshold!", "serve-repl", "stop-repl-server", "serve-kernel", "record-tensor-origins!", "%tensor-memory-rows", "%profile-run", "%op-profile-run",
     "%op-profile-export-chrome-trace", "cuda-empty-cache", "cuda-reset-peak-memory-stats", "open-input-file", "open-binary-input-file", "open-output-file",
     "open-binary-output-file", "call-with-output-file", "call-with-input-file", "with-output-to-file",
     "with-input-from-file", "file-exists?", "delete-file", "load", "rename-file", "create-directory", "load-idx",

@@ -22,6 +22,8 @@ os.environ.setdefault("JUPYTER_RUNTIME_DIR", os.path.join(tmp, "runtime"))
 from jupyter_client import KernelManager  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from checks import check, finish  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import messages  # noqa: E402
 
 
 km = KernelManager(kernel_name="purple")
@@ -32,35 +34,14 @@ kc.wait_for_ready(timeout=120)
 
 
 def collect(msg_id, timeout=120, on_message=None):
-    """The iopub messages of one request, up to its idle status."""
-    out = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            msg = kc.get_iopub_msg(timeout=1)
-        except Exception:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        out.append(msg)
-        if on_message:
-            on_message(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return out
-    raise TimeoutError(f"no idle status for {msg_id}")
+    return messages.collect(kc, msg_id, timeout, on_message)
 
 
 def run(code, timeout=120):
-    msg_id = kc.execute(code)
-    msgs = collect(msg_id, timeout)
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    return reply["content"], msgs
+    return messages.run(kc, code, timeout)
 
 
-def of_type(msgs, t):
-    return [m["content"] for m in msgs if m["msg_type"] == t]
+of_type = messages.of_type
 
 
 def stream_text(msgs, name):

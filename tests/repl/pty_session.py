@@ -21,28 +21,12 @@ if pid == 0:
     os.environ["TERM"] = "xterm"
     os.execv(purple, [purple])
 
-transcript = b""
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pty_terminal import Terminal  # noqa: E402
+
+terminal = Terminal(fd)
+read_until = terminal.read_until
 failures = []
-
-
-def read_until(pattern, timeout=20.0):
-    """Reads until PATTERN (a regex on the output since the last call) appears."""
-    global transcript
-    start = len(transcript)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if re.search(pattern, transcript[start:].decode(errors="replace")):
-            return transcript[start:].decode(errors="replace")
-        r, _, _ = select.select([fd], [], [], 0.1)
-        if r:
-            try:
-                data = os.read(fd, 4096)
-            except OSError:
-                break
-            if not data:
-                break
-            transcript += data
-    return None
 
 
 def step(name, keys, expect, timeout=20.0):
@@ -50,7 +34,7 @@ def step(name, keys, expect, timeout=20.0):
     got = read_until(expect, timeout)
     if got is None:
         failures.append(name)
-        tail = transcript[-600:].decode(errors="replace")
+        tail = terminal.transcript[-600:].decode(errors="replace")
         print(f"FAIL: {name}: expected /{expect}/; last output:\n{tail!r}")
     else:
         print(f"ok: {name}")
@@ -59,7 +43,7 @@ def step(name, keys, expect, timeout=20.0):
 
 PROMPT = r"purple> $"
 if read_until(PROMPT) is None:
-    print("FAIL: no prompt", transcript)
+    print("FAIL: no prompt", terminal.transcript)
     sys.exit(1)
 step("a value", b"(+ 1 2)\r", r"\r\n3\r\n" + PROMPT)
 step("Ctrl-C on an empty line", b"\x03", r"\^C\r?\n" + PROMPT)
