@@ -130,6 +130,15 @@ at::Tensor emptyHeader();
 at::Tensor receiveBufferFor(const at::Tensor& header, const at::Tensor& t, const at::Tensor& contiguous, int from,
                             const Group& g, std::string_view who, std::string& mismatch);
 
+// ---- shared by the data-parallel wrappers (ddp.cpp, sharding.cpp, zero.cpp) -----------------
+
+// Broadcasts TENSORS from group rank ROOT in place, packed into one flat tensor per dtype and device.
+void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root, std::string_view who);
+// Raises one error on every rank unless every rank of G gives parameters of the same shapes and dtypes.
+void checkSameModel(Group& g, const std::vector<at::Tensor>& params, std::string_view who);
+// Every rank's V (Purple data, codec.hpp), as a list in group rank order: a collective (objects.cpp).
+Value allGatherValue(Group& g, Value v, std::string_view who);
+
 // ---- backends (backends.cpp) ----------------------------------------------------------------
 
 // A new backend of the given kind ("gloo" or "nccl") over STORE.

@@ -17,11 +17,6 @@
 
 namespace purple::dist {
 
-namespace {
-
-using torch::nn::Module;
-using ModulePtr = std::shared_ptr<Module>;
-
 // Broadcasts TENSORS from group rank ROOT, packed into one flat tensor per dtype and device.
 void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root, std::string_view who) {
   std::vector<bool> done(tensors.size(), false);
@@ -53,6 +48,11 @@ void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root,
     }
   }
 }
+
+namespace {
+
+using torch::nn::Module;
+using ModulePtr = std::shared_ptr<Module>;
 
 struct DataParallelModule : Module, ModuleForward {
   DataParallelModule(ModulePtr m, GroupPtr g, bool buffers)
@@ -100,6 +100,20 @@ DataParallelModule* dataParallelArg(Value v, std::string_view who, int index) {
 
 }  // namespace
 
+void checkSameModel(Group& g, const std::vector<at::Tensor>& params, std::string_view who) {
+  // torch's _verify_param_shape_across_processes: the same model on every rank
+  std::vector<int64_t> extra{int64_t(params.size())};
+  uint64_t h = 0;   // unsigned: the hash wraps (a signed overflow is undefined behaviour)
+  for (auto& p : params) {
+    h = h * 31 + uint64_t(p.scalar_type());
+    for (int64_t d : p.sizes()) h = h * 1000003 + uint64_t(d);
+  }
+  extra.push_back(int64_t(h));
+  checkAgreement(g, {Op::DataParallel, -1, -1, nullptr, extra}, who);
+}
+
+bool isDataParallel(const torch::nn::Module& m) { return dynamic_cast<const DataParallelModule*>(&m) != nullptr; }
+
 }  // namespace purple::dist
 
 namespace purple {
@@ -118,15 +132,7 @@ void registerDistDataParallel(Registry& r) {
           if (!(bucketMb > 0) || !(firstMb > 0))
             throwError("dist-error", std::string(who) + ": bucket sizes must be positive");
           std::vector<at::Tensor> params = inner->parameters(true);
-          // torch's _verify_param_shape_across_processes: the same model on every rank
-          std::vector<int64_t> extra{int64_t(params.size())};
-          uint64_t h = 0;   // unsigned: the hash wraps (a signed overflow is undefined behaviour)
-          for (auto& p : params) {
-            h = h * 31 + uint64_t(p.scalar_type());
-            for (int64_t d : p.sizes()) h = h * 1000003 + uint64_t(d);
-          }
-          extra.push_back(int64_t(h));
-          checkAgreement(*g, {Op::DataParallel, -1, -1, nullptr, extra}, who);
+          checkSameModel(*g, params, who);
           std::vector<at::Tensor> state = params;
           for (auto& b : inner->buffers(true)) state.push_back(b);
           if (g->size > 1 && !state.empty()) broadcastPacked(*g, state, 0, who);
