@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # purple-run's restarts and rendezvous on one machine (namespaces.sh does the same across two
 # network namespaces): --max-restarts with fit :resume #t (the weights of an uninterrupted run),
-# TORCHELASTIC_RESTART_COUNT, restarts used up, two launchers restarting together, a launcher
-# that dies and comes back, --rdzv-backend c10d with --nnodes MIN:MAX (a machine joining a running
-# job), a rendezvous that never completes, and a launcher of another job.
+# TORCHELASTIC_RESTART_COUNT, the same with zero-redundancy-optimizer and fully-shard, restarts
+# used up, two launchers restarting together, a launcher that dies and comes back, --rdzv-backend
+# c10d with --nnodes MIN:MAX (a machine joining a running job), a rendezvous that never completes,
+# and a launcher of another job.
 # Usage: restart.sh PURPLE-RUN PURPLE
 set -u
 run=$1
@@ -33,6 +34,19 @@ check "... fit resumes in the middle of epoch 2" "$(has "$tmp/die" '^\[rank0\]: 
 "$purple" "$here/compare-weights.purple" "$tmp/ref.pt" "$tmp/resumed.pt" > "$tmp/cmp" 2>&1; st=$?
 cat "$tmp/cmp"
 check "... and ends with the uninterrupted run's weights" "$st" "$(cat "$tmp/cmp")"
+
+# ---- the same with sharded training: the sharded optimizer's checkpoint is gathered (rank 0
+# writes), fully-shard's written by every rank, its part; both end with DDP + Adam's weights ----
+for mode in zero fsdp; do
+  "$run" --nproc-per-node 2 --max-restarts 1 --stop-timeout 2 --prefix-output "$here/restart.purple" "$tmp/$mode.ck" "$tmp/$mode.pt" 1 $mode > "$tmp/$mode" 2>&1; st=$?
+  check "$mode: rank 1 exits on the first attempt, the job restarts and succeeds" "$st" "status $st: $(cat "$tmp/$mode")"
+  check "... fit resumes in the middle of epoch 2" "$(has "$tmp/$mode" '^\[rank0\]: resuming from epoch 2, batch 3$')" ""
+  "$purple" "$here/compare-weights.purple" "$tmp/ref.pt" "$tmp/$mode.pt" > "$tmp/cmp" 2>&1; st=$?
+  cat "$tmp/cmp"
+  check "... and ends with the uninterrupted DDP run's weights (1e-5)" "$st" "$(cat "$tmp/cmp")"
+done
+[ -f "$tmp/fsdp.ck/checkpoint.scm" ] && grep -q 'rank-1-of-2' "$tmp/fsdp.ck/checkpoint.scm"
+check "... fully-shard's checkpoint names every rank's part" "$?" "$(cat "$tmp/fsdp.ck/checkpoint.scm" 2>&1)"
 
 # ---- restarts used up: the failed rank's status, after N + 1 attempts ----
 "$run" --nproc-per-node 2 --max-restarts 2 --stop-timeout 1 --no-purple \
