@@ -7,7 +7,10 @@
 #      (ddp-equivalence.purple, to 1e-5);
 #   2. --max-restarts 1 across the nodes: a rank of node 1 exits in the middle of the second epoch,
 #      both launchers stop their ranks and start them again, fit :resume #t continues from the
-#      last checkpoint, and the weights are those of an uninterrupted run (restart.purple).
+#      last checkpoint, and the weights are those of an uninterrupted run (restart.purple);
+#   3. fully-shard and zero-redundancy-optimizer on 2 nodes x 2 ranks (fsdp.purple, zero.purple:
+#      one process's weights to 1e-5), and the restart of 2. with a fully-sharded model, whose
+#      checkpoint every rank writes its part of.
 # Skips (exit 77) with a message where namespaces cannot be made (not root, no iproute2, a
 # container without the right). Usage: namespaces.sh PURPLE-RUN PURPLE
 set -u
@@ -99,6 +102,29 @@ check "... and every rank finishes" \
 "$purple" "$here/compare-weights.purple" "$tmp/ref.pt" "$tmp/resumed.pt" > "$tmp/cmp" 2>&1; st=$?
 cat "$tmp/cmp"
 check "the weights are those of the uninterrupted run (1e-5)" "$st" "$(cat "$tmp/cmp")"
+
+# ---- 3. sharded training across the nodes ----
+for script in fsdp zero; do
+  node "$b" "$vb" 1 "$tmp/$script.1" "$here/$script.purple" "$tmp" &
+  launchers+=($!)
+  node "$a" "$va" 0 "$tmp/$script.0" "$here/$script.purple" "$tmp"; s0=$?
+  wait "${launchers[-1]}"; s1=$?
+  grep -h 'difference\|failed' "$tmp/$script.0" "$tmp/$script.1"
+  check "$script, 2 nodes x 2 ranks: every rank's checks pass (= one process to 1e-5)" \
+    "$([ $s0 = 0 ] && [ $s1 = 0 ] && [ "$(cat "$tmp/$script.0" "$tmp/$script.1" | grep -c ' 0 failed')" = 4 ]; echo $?)" \
+    "statuses $s0 $s1: $(cat "$tmp/$script.0" "$tmp/$script.1")"
+done
+# a fully-sharded training restarted across the nodes: every rank writes its part of fit's
+# checkpoints, every rank reads them all back; the weights of the uninterrupted DDP run
+node "$b" "$vb" 1 "$tmp/fs1" --max-restarts 1 "$here/restart.purple" "$tmp/fs.ck" "$tmp/fs.pt" 3 fsdp &
+launchers+=($!)
+node "$a" "$va" 0 "$tmp/fs0" --max-restarts 1 "$here/restart.purple" "$tmp/fs.ck" "$tmp/fs.pt" 3 fsdp; s0=$?
+wait "${launchers[-1]}"; s1=$?
+check "fully-shard: a rank exits, the job restarts across the nodes and succeeds" \
+  "$([ $s0 = 0 ] && [ $s1 = 0 ] && grep -q 'resuming from epoch 2, batch 3$' "$tmp/fs0"; echo $?)" "$s0 $s1: $(cat "$tmp/fs0" "$tmp/fs1")"
+"$purple" "$here/compare-weights.purple" "$tmp/ref.pt" "$tmp/fs.pt" > "$tmp/cmp" 2>&1; st=$?
+cat "$tmp/cmp"
+check "... with the uninterrupted DDP run's weights (1e-5)" "$st" "$(cat "$tmp/cmp")"
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
