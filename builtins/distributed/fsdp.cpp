@@ -283,10 +283,32 @@ void FsdpState::removeHooks() {
 
 // ---- gathering and freeing --------------------------------------------------------------------
 
+// Gloo's collectives cost a fixed time each, large enough that a transformer block's dozen
+// small parameters go in one; a parameter whose whole tensor has a million elements or more
+// (4 MB in float32) gets its own, which saves a copy of it.
+bool FsdpState::isLarge(const Param& p) const { return p.chunk * group->size >= (int64_t(1) << 20); }
+
+// The gathered buffer of P in DT, allocated once and refilled in place after it was freed.
+void FsdpState::ensurePadded(Param& p, at::ScalarType dt) {
+  if (!p.padded.defined() || p.padded.scalar_type() != dt) {
+    p.padded = at::empty({group->size * p.chunk}, p.shard.options().dtype(dt));
+    p.full = p.padded.narrow(0, 0, p.numel).view(p.shape);
+  } else {
+    refillStorage(p.padded);
+  }
+}
+
 void FsdpState::unshard(Unit& u, bool inHook) {
   if (u.unsharded) return;
   torch::NoGradGuard noGrad;
   int64_t W = group->size;
+  // On Gloo, whose collectives run on the CPU the backward pass runs on, the reduction in flight
+  // is finished before gathering: its two buffers (the unit's gradients sent, every rank's
+  // received) would otherwise be alive beside this unit's, for no overlap worth having.
+  if (inHook && group->backend == "gloo" && inflight_) {
+    completeReduce(units[*inflight_]);
+    inflight_.reset();
+  }
   // one all-gather per dtype (a unit's parameters usually share one)
   std::vector<at::ScalarType> dtypes;
   for (size_t i : u.params)
@@ -303,6 +325,34 @@ void FsdpState::unshard(Unit& u, bool inHook) {
         S += params[i].chunk;
       }
     if (S == 0) continue;
+    if (group->backend == "gloo" && wireDtype(*group, dt) == dt) {
+      // Gloo (LibTorch 1.13) has no single-tensor all-gather, so a packed gather is copied twice
+      // (Gloo's own flat buffer, then the packed one): a large parameter is gathered straight into
+      // its own buffer instead, one collective each; the small ones stay packed (one collective).
+      std::vector<size_t> small;
+      for (size_t i : members) {
+        Param& p = params[i];
+        if (!isLarge(p)) {
+          small.push_back(i);
+          continue;
+        }
+        ensurePadded(p, dt);
+        at::Tensor in = p.shard;
+        if (p.length < p.chunk || p.shard.scalar_type() != dt) {
+          in = at::zeros({p.chunk}, p.shard.options().dtype(dt));
+          if (p.length > 0) in.narrow(0, 0, p.length).copy_(p.shard);
+        }
+        allGatherInto(*group, p.padded, in, inHook);
+      }
+      members = small;
+      offs.clear();
+      S = 0;
+      for (size_t i : members) {
+        offs.push_back(S);
+        S += params[i].chunk;
+      }
+      if (S == 0) continue;
+    }
     at::Tensor in = at::empty({S}, params[members[0]].shard.options().dtype(wireDtype(*group, dt)));
     for (size_t k = 0; k < members.size(); k++) {
       Param& p = params[members[k]];
@@ -314,12 +364,7 @@ void FsdpState::unshard(Unit& u, bool inHook) {
     at::Tensor rows = out.view({W, S});
     for (size_t k = 0; k < members.size(); k++) {
       Param& p = params[members[k]];
-      if (!p.padded.defined() || p.padded.scalar_type() != dt) {
-        p.padded = at::empty({W * p.chunk}, in.options().dtype(dt));
-        p.full = p.padded.narrow(0, 0, p.numel).view(p.shape);
-      } else {
-        refillStorage(p.padded);
-      }
+      ensurePadded(p, dt);
       p.padded.view({W, p.chunk}).copy_(rows.narrow(1, offs[k], p.chunk));
     }
   }
@@ -544,6 +589,57 @@ void FsdpState::launchReduce(Unit& u) {
   int64_t W = group->size, S = u.packed;
   const Param& first = params[u.params[0]];
   at::ScalarType dt = options.reduceDtype.value_or(computeDtype(first));
+  if (group->backend == "gloo") {
+    // Gloo (LibTorch 1.13) has no reduce-scatter. Its all-to-all would need a packed copy of the
+    // unit's gradients and a buffer for every rank's (two more copies of the unit, alive with the
+    // next unit's); an all-reduce of each whole gradient in place needs neither, and each rank
+    // keeps its part of the sum.
+    u.works.assign(u.params.size(), WorkPtr());
+    u.gradients.assign(u.params.size(), at::Tensor());
+    u.smallOffsets.assign(u.params.size(), -1);
+    at::ScalarType wire = wireDtype(*group, dt);
+    auto fullGradient = [&](Param& p) {
+      at::Tensor g = p.gradFull.defined() ? p.gradFull.reshape({-1}) : at::zeros({p.numel}, p.shard.options().dtype(wire));
+      p.gradFull = at::Tensor();
+      return g;
+    };
+    try {
+      // the small parameters' gradients packed, all-reduced at once
+      int64_t packed = 0;
+      for (size_t k = 0; k < u.params.size(); k++) {
+        Param& p = params[u.params[k]];
+        if (p.chunk == 0 || !p.param.requires_grad() || isLarge(p)) continue;
+        u.smallOffsets[k] = packed;
+        packed += p.numel;
+      }
+      u.recv = at::Tensor();
+      if (packed > 0) {
+        u.recv = at::empty({packed}, first.shard.options().dtype(wire));
+        for (size_t k = 0; k < u.params.size(); k++)
+          if (u.smallOffsets[k] >= 0) {
+            Param& p = params[u.params[k]];
+            u.recv.narrow(0, u.smallOffsets[k], p.numel).copy_(fullGradient(p));
+          }
+        std::vector<at::Tensor> v{u.recv};
+        u.work = group->comm->allreduce(v);
+      }
+      // each large one in place
+      for (size_t k = 0; k < u.params.size(); k++) {
+        Param& p = params[u.params[k]];
+        if (p.chunk == 0 || !p.param.requires_grad() || !isLarge(p)) continue;
+        at::Tensor g = fullGradient(p);
+        if (g.scalar_type() != wire || !g.is_contiguous()) g = g.to(wire).contiguous();
+        std::vector<at::Tensor> v{g};
+        u.works[k] = group->comm->allreduce(v);
+        u.gradients[k] = g;
+      }
+    } catch (const std::exception& e) {
+      failInHook("reducing gradients", e);
+    }
+    u.gloo = true;
+    inflight_ = size_t(&u - &units[0]);
+    return;
+  }
   at::Tensor send = at::empty({W, S}, first.shard.options().dtype(wireDtype(*group, dt)));
   for (size_t k = 0; k < u.params.size(); k++) {
     Param& p = params[u.params[k]];
@@ -582,6 +678,33 @@ void FsdpState::launchReduce(Unit& u) {
 }
 
 void FsdpState::completeReduce(Unit& u) {
+  if (u.gloo) {
+    u.gloo = false;
+    torch::NoGradGuard noGrad;
+    double W = double(group->size);
+    try {
+      if (u.work) u.work->wait();
+      for (auto& w : u.works)
+        if (w) w->wait();
+    } catch (const std::exception& e) {
+      u.work.reset();
+      u.works.clear();
+      u.gradients.clear();
+      u.recv = at::Tensor();
+      failInHook("reducing gradients", e);
+    }
+    for (size_t k = 0; k < u.params.size(); k++) {
+      Param& p = params[u.params[k]];
+      at::Tensor whole = u.smallOffsets[k] >= 0 ? u.recv.narrow(0, u.smallOffsets[k], p.numel) : u.gradients[k];
+      if (!whole.defined()) continue;
+      p.reduced = whole.narrow(0, p.start, p.length).div(W).to(p.shard.scalar_type());
+    }
+    u.work.reset();
+    u.works.clear();
+    u.gradients.clear();
+    u.recv = at::Tensor();
+    return;
+  }
   if (!u.work) return;
   try {
     u.work->wait();

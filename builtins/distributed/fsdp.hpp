@@ -64,6 +64,13 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     bool keepGathered = false;       // an output is a view of a parameter: not freed after forward
     WorkPtr work;
     at::Tensor send, recv;
+    // Gloo: one in-place all-reduce per parameter's whole gradient (gradients[k] for u.params[k])
+    // (large parameters), the small ones packed into recv at smallOffsets[k] (-1: not there)
+    // and all-reduced by `work`
+    std::vector<WorkPtr> works;
+    std::vector<at::Tensor> gradients;
+    std::vector<int64_t> smallOffsets;
+    bool gloo = false;
   };
 
   FsdpState(GroupPtr g, FsdpOptions o) : group(std::move(g)), options(o) {}
@@ -90,6 +97,8 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
 
  private:
   void unshard(Unit& u, bool inHook);
+  void ensurePadded(Param& p, at::ScalarType dt);
+  bool isLarge(const Param& p) const;
   void reshardParam(Param& p);
   void reshard(Unit& u);
   void hookAccumulator(size_t i);
