@@ -116,6 +116,23 @@ class ShardRegistry final : public ShardedParameters {
     auto [s, i] = find(p);
     if (s) s->scatterWhole(i, full);
   }
+  at::Tensor reduceOverGroup(const at::Tensor& p, const at::Tensor& value, bool max) override {
+    auto [s, i] = find(p);
+    if (!s || s->group->size == 1) return value;
+    std::vector<at::Tensor> v{value.reshape({1}).to(at::kDouble).clone()};
+    if (s->group->backend == "nccl") v[0] = v[0].to(s->params[i].shard.device());
+    c10d::AllreduceOptions o;
+    o.reduceOp = max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+    try {
+      WorkPtr w = s->group->comm->allreduce(v, o);
+      waitWork(w, "clip-grad-norm!");
+    } catch (const PurpleException&) {
+      throw;
+    } catch (const std::exception& e) {
+      throwCommError("clip-grad-norm!: reducing the norm of sharded gradients", e);
+    }
+    return v[0].to(value.device()).to(value.scalar_type()).reshape({});
+  }
   bool writes(const at::Tensor& p) const override {
     auto [s, i] = find(p);
     return !s || s->group->rank == 0;

@@ -169,6 +169,9 @@ class ShardedParameters {
   virtual void scatter(const at::Tensor& p, const at::Tensor& full) = 0;
   // Whether this process writes files of P's whole tensor: rank 0 of P's group.
   virtual bool writes(const at::Tensor& p) const = 0;
+  // VALUE (a 0-dim float tensor) summed, or its maximum taken, over P's group: a collective
+  // (clip-grad-norm! of sharded gradients).
+  virtual at::Tensor reduceOverGroup(const at::Tensor& p, const at::Tensor& value, bool max) = 0;
 };
 void setShardedParameters(ShardedParameters* s);
 ShardedParameters* shardedParameters();   // null until a model has been sharded
