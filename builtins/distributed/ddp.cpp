@@ -18,15 +18,35 @@
 namespace purple::dist {
 
 // Broadcasts TENSORS from group rank ROOT, packed into one flat tensor per dtype and device.
-void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root, std::string_view who) {
+void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root, std::string_view who,
+                     int64_t packBytes) {
   std::vector<bool> done(tensors.size(), false);
   for (size_t k = 0; k < tensors.size(); k++) {
     if (done[k]) continue;
+    // a tensor at least packBytes large goes on its own, in place, without a packed copy
+    if (int64_t(tensors[k].nbytes()) >= packBytes && tensors[k].is_contiguous()) {
+      done[k] = true;
+      std::vector<at::Tensor> v{tensors[k].detach()};
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      WorkPtr w;
+      try {
+        w = g.comm->broadcast(v, o);
+      } catch (...) {
+        rethrowCommError(who);
+      }
+      waitWork(w, who);
+      continue;
+    }
     std::vector<size_t> same;
+    int64_t bytes = 0;
     for (size_t j = k; j < tensors.size(); j++)
-      if (!done[j] && tensors[j].scalar_type() == tensors[k].scalar_type() && tensors[j].device() == tensors[k].device()) {
+      if (!done[j] && tensors[j].scalar_type() == tensors[k].scalar_type() && tensors[j].device() == tensors[k].device() &&
+          !(int64_t(tensors[j].nbytes()) >= packBytes && tensors[j].is_contiguous())) {
+        if (!same.empty() && bytes + int64_t(tensors[j].nbytes()) > packBytes) break;
         same.push_back(j);
         done[j] = true;
+        bytes += int64_t(tensors[j].nbytes());
       }
     std::vector<at::Tensor> flat;
     for (size_t j : same) flat.push_back(tensors[j].detach().reshape({-1}));

@@ -114,7 +114,9 @@ void registerDistSharding(Registry& r) {
           // as distributed-data-parallel: rank 0's parameters and buffers on every rank
           std::vector<at::Tensor> state = params;
           for (auto& b : inner->buffers(true)) state.push_back(b);
-          if (g->size > 1 && !state.empty()) broadcastPacked(*g, state, 0, who);
+          // in pieces of at most 4 MB, large parameters in place: a model sharded because it
+          // does not fit a rank is not copied whole once more here
+          if (g->size > 1 && !state.empty()) broadcastPacked(*g, state, 0, who, int64_t(4) << 20);
           auto s = std::make_shared<FsdpState>(g, o);
           s->build(inner, chosen, useDefault);
           return wrapModule(std::make_shared<FullyShardedModule>(inner, s));
