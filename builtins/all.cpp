@@ -41,6 +41,7 @@ void registerAllBuiltins(Interp& in) {
       {"distributed", registerDistGroups}, {"distributed", registerDistCollectives},
       {"distributed", registerDistHandles}, {"distributed", registerDistObjects},
       {"distributed", registerDistDataParallel}, {"distributed", registerDistSampler},
+      {"distributed", registerDistSharding}, {"distributed", registerDistZero},
 #endif
   };
   for (const auto& f : families) {

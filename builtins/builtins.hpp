@@ -87,5 +87,7 @@ void registerDistHandles(Registry& r);      // async handles: dist-wait
 void registerDistObjects(Registry& r);      // collectives on Purple values
 void registerDistDataParallel(Registry& r); // distributed-data-parallel, no-sync
 void registerDistSampler(Registry& r);      // the distributed sampler's shards
+void registerDistSharding(Registry& r);     // fully-shard
+void registerDistZero(Registry& r);         // zero-redundancy-optimizer
 
 }  // namespace purple

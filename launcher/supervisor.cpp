@@ -1,5 +1,6 @@
 #include "launcher/supervisor.hpp"
 #include "launcher/output.hpp"
+#include "launcher/rendezvous.hpp"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,8 +28,6 @@ extern char** environ;
 namespace purple::launcher {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 int gWake[2] = {-1, -1};   // self-pipe: signal handlers write the signal number
 
@@ -75,24 +75,6 @@ std::string describeStatus(int status) {
   return "ended (status " + std::to_string(status) + ")";
 }
 
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("cannot open a socket to find a free port");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot find a free port; give --master-port");
-  }
-  int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 std::string siblingPurple() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -125,8 +107,6 @@ class Supervisor {
   explicit Supervisor(const Options& o) : o_(o) {}
 
   int run() {
-    int world = o_.nnodes * o_.nprocPerNode;
-    int port = o_.masterPort > 0 ? o_.masterPort : freePort();
     char dirTemplate[] = "/tmp/purple-run-XXXXXX";
     if (!::mkdtemp(dirTemplate)) throw std::runtime_error("cannot create a temporary directory");
     runDir_ = dirTemplate;
@@ -134,34 +114,196 @@ class Supervisor {
     installHandlers();
     if (!o_.listenDir.empty() && ::mkdir(o_.listenDir.c_str(), 0700) != 0 && errno != EEXIST)
       throw std::runtime_error("--listen-dir: cannot make " + o_.listenDir + ": " + std::strerror(errno));
-    bool relay = o_.prefixOutput || !o_.localRanksShown.empty();
-    for (int local = 0; local < o_.nprocPerNode; local++) {
-      Rank r;
-      r.localRank = local;
-      r.rank = o_.nodeRank * o_.nprocPerNode + local;
-      spawn(r, world, port, relay);
-      ranks_.push_back(std::move(r));
+    relay_ = o_.prefixOutput || !o_.localRanksShown.empty();
+    int status = 0;
+    try {
+      status = o_.agentMode() ? runAgent() : runOnce();
+    } catch (...) {
+      killRanks();
+      cleanup();
+      throw;
     }
-    loop();
     cleanup();
-    if (interruptSignal_) return 128 + interruptSignal_;
-    if (firstFailure_ >= 0) {
-      int st = ranks_[firstFailure_].status;
-      return WIFEXITED(st) && WEXITSTATUS(st) != 0 ? WEXITSTATUS(st) : 1;
-    }
-    return 0;
+    return status;
   }
 
  private:
   const Options& o_;
+  bool relay_ = false;
   std::vector<Rank> ranks_;
   std::string runDir_, failureFile_;
-  int firstFailure_ = -1;
+  int firstFailure_ = -1;             // in ranks_, this round
   int interruptSignal_ = 0;
   enum class Phase { Running, Grace, Terminated, Killed } phase_ = Phase::Running;
   Clock::time_point deadline_;
 
-  std::vector<std::string> environment(const Rank& r, int world, int port) {
+  // With restarts or a rendezvous (rendezvous.hpp): the coordinator, when this launcher hosts
+  // it, and this launcher's connection to it.
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<LineChannel> agent_;
+  Assignment round_;
+  bool roundEnded_ = true;            // no ranks of the current round are left
+  enum class Stop { None, Restart, Final } stop_ = Stop::None;
+  int exitStatus_ = -1;               // from the coordinator's EXIT
+  bool finished_ = false;
+
+  // ---- one machine, once (no restarts, no rendezvous) ------------------------------------------
+
+  int runOnce() {
+    Assignment a;
+    a.nodeRank = o_.nodeRank;
+    a.nnodes = o_.nnodes;
+    a.world = o_.nnodes * o_.nprocPerNode;
+    a.firstRank = o_.nodeRank * o_.nprocPerNode;
+    a.masterAddr = o_.masterAddr;
+    a.masterPort = o_.masterPort > 0 ? o_.masterPort : freePort();
+    startRound(a);
+    while (!roundEnded_) pollOnce();
+    if (interruptSignal_) return 128 + interruptSignal_;
+    return failureStatus();
+  }
+
+  // ---- restarts and rendezvous -------------------------------------------------------------------
+
+  int runAgent() {
+    bool alone = o_.nnodes == 1 && (o_.rdzvBackend == "static" || !o_.rdzvEndpointGiven || o_.rdzvPort == 0);
+    std::string host = o_.rdzvBackend == "c10d" ? o_.rdzvHost : o_.masterAddr;
+    int port = o_.rdzvBackend == "c10d" ? o_.rdzvPort : o_.masterPort;
+    int listen = -1;
+    bool hosting = alone;
+    if (!alone) {
+      if (o_.rdzvBackend == "static") {
+        if (o_.nodeRank == 0) {
+          listen = listenForLaunchers(host, port, true);
+          hosting = true;
+        }
+      } else {
+        listen = listenForLaunchers(host, port, false);
+        hosting = listen >= 0;
+      }
+    }
+    if (hosting) {
+      coordinator_ = std::make_unique<Coordinator>(o_, listen);
+      agent_ = std::make_unique<LineChannel>(coordinator_->connectLocal());
+    } else {
+      auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(o_.joinTimeout * 1000));
+      int fd = connectToCoordinator(host, port, deadline, gWake[0]);
+      if (fd < 0) return 130;   // interrupted while waiting
+      agent_ = std::make_unique<LineChannel>(fd);
+    }
+    join();
+    while (!finished_) pollOnce();
+    if (interruptSignal_) return 128 + interruptSignal_;
+    if (exitStatus_ == 0) return 0;
+    int local = failureStatus();
+    if (local) return local;
+    return exitStatus_ > 0 && exitStatus_ != 130 ? exitStatus_ : 1;
+  }
+
+  void join() {
+    agent_->send("JOIN " + o_.rdzvId + " " + std::to_string(o_.rdzvBackend == "static" ? o_.nodeRank : -1) + " " +
+                 std::to_string(o_.nprocPerNode));
+  }
+
+  void onMessage(const std::string& line) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    auto rest = [&]() {
+      std::string r;
+      std::getline(in, r);
+      return r.empty() ? r : r.substr(1);
+    };
+    if (cmd == "ROUND") {
+      std::vector<std::string> w{cmd};
+      for (std::string x; in >> x;) w.push_back(x);
+      Assignment a;
+      if (!roundEnded_ || !parseAssignment(w, a)) return;
+      if (a.restarts > 0 || a.round > 0 || a.nnodes != o_.nnodes || o_.minNodes < o_.nnodes)
+        say("round " + std::to_string(a.round) + ": node " + std::to_string(a.nodeRank) + " of " +
+            std::to_string(a.nnodes) + ", ranks " + std::to_string(a.firstRank) + ".." +
+            std::to_string(a.firstRank + o_.nprocPerNode - 1) + " of " + std::to_string(a.world) +
+            " (restart " + std::to_string(a.restarts) + " of " + std::to_string(o_.maxRestarts) + ")");
+      startRound(a);
+    } else if (cmd == "STOP") {
+      int r = -1;
+      std::string kind;
+      in >> r >> kind;
+      std::string why = rest();
+      if (r != round_.round || stop_ != Stop::None) return;
+      stop_ = kind == "final" ? Stop::Final : Stop::Restart;
+      if (firstFailure_ < 0) writeFileAtomically(failureFile_, why + "\n");
+      if (kind == "restart")
+        say("restarting every rank (restart " + std::to_string(round_.restarts + 1) + " of " +
+            std::to_string(o_.maxRestarts) + "): " + why);
+      else if (kind == "regroup")
+        say("restarting every rank with new members: " + why);
+      else if (firstFailure_ < 0)
+        say("the job stops: " + why);
+      if (roundEnded_) afterRound();
+      else startStopping();
+    } else if (cmd == "EXIT") {
+      in >> exitStatus_;
+      std::string why = rest();
+      if (exitStatus_ != 0 && exitStatus_ != 130 && firstFailure_ < 0) say(why);
+      if (roundEnded_) finished_ = true;
+      else startStopping();
+    }
+  }
+
+  void onCoordinatorGone() {
+    agent_->close();
+    if (finished_ || exitStatus_ >= 0) return;
+    say("lost the connection to the rendezvous (the launcher that hosts it, node 0's, is gone); stopping");
+    exitStatus_ = 1;
+    if (roundEnded_) finished_ = true;
+    else startStopping();
+  }
+
+  // Every rank of the round has ended.
+  void afterRound() {
+    if (!agent_) {
+      finished_ = true;
+      return;
+    }
+    if (interruptSignal_ || exitStatus_ >= 0) {
+      finished_ = true;
+    } else if (stop_ == Stop::Restart) {
+      stop_ = Stop::None;
+      join();
+    } else if (stop_ == Stop::Final) {
+      finished_ = true;
+    } else if (firstFailure_ < 0) {
+      agent_->send("DONE " + std::to_string(round_.round));   // then EXIT 0, or STOP if another node fails
+    }   // else FAILED was sent: the coordinator answers with STOP
+  }
+
+  // ---- ranks -------------------------------------------------------------------------------------
+
+  void startRound(const Assignment& a) {
+    round_ = a;
+    ranks_.clear();
+    firstFailure_ = -1;
+    phase_ = Phase::Running;
+    stop_ = Stop::None;
+    ::unlink(failureFile_.c_str());
+    for (int local = 0; local < o_.nprocPerNode; local++) {
+      Rank r;
+      r.localRank = local;
+      r.rank = a.firstRank + local;
+      spawn(r);
+      ranks_.push_back(std::move(r));
+    }
+    roundEnded_ = false;
+  }
+
+  int failureStatus() const {
+    if (firstFailure_ < 0) return 0;
+    int st = ranks_[size_t(firstFailure_)].status;
+    return WIFEXITED(st) && WEXITSTATUS(st) != 0 ? WEXITSTATUS(st) : 1;
+  }
+
+  std::vector<std::string> environment(const Rank& r) {
     std::vector<std::string> env;
     auto overridden = [](const std::string& entry) {
       static const char* names[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
@@ -183,18 +325,18 @@ class Supervisor {
     auto set = [&](const char* k, const std::string& v) { env.push_back(std::string(k) + "=" + v); };
     set("RANK", std::to_string(r.rank));
     set("LOCAL_RANK", std::to_string(r.localRank));
-    set("WORLD_SIZE", std::to_string(world));
+    set("WORLD_SIZE", std::to_string(round_.world));
     set("LOCAL_WORLD_SIZE", std::to_string(o_.nprocPerNode));
-    set("GROUP_RANK", std::to_string(o_.nodeRank));
-    set("GROUP_WORLD_SIZE", std::to_string(o_.nnodes));
+    set("GROUP_RANK", std::to_string(round_.nodeRank));
+    set("GROUP_WORLD_SIZE", std::to_string(round_.nnodes));
     set("ROLE_RANK", std::to_string(r.rank));
-    set("ROLE_WORLD_SIZE", std::to_string(world));
+    set("ROLE_WORLD_SIZE", std::to_string(round_.world));
     set("ROLE_NAME", "default");
-    set("MASTER_ADDR", o_.masterAddr);
-    set("MASTER_PORT", std::to_string(port));
-    set("TORCHELASTIC_RESTART_COUNT", "0");
-    set("TORCHELASTIC_MAX_RESTARTS", "0");
-    set("TORCHELASTIC_RUN_ID", "none");
+    set("MASTER_ADDR", round_.masterAddr);
+    set("MASTER_PORT", std::to_string(round_.masterPort));
+    set("TORCHELASTIC_RESTART_COUNT", std::to_string(round_.restarts));
+    set("TORCHELASTIC_MAX_RESTARTS", std::to_string(o_.maxRestarts));
+    set("TORCHELASTIC_RUN_ID", o_.rdzvId);
     set("PURPLE_RUN_FAILURE_FILE", failureFile_);
     // As torchrun: one intra-op thread per rank unless told otherwise, so that N ranks on one
     // machine do not oversubscribe its cores.
@@ -202,7 +344,7 @@ class Supervisor {
     return env;
   }
 
-  void spawn(Rank& r, int world, int port, bool relay) {
+  void spawn(Rank& r) {
     std::vector<std::string> argv;
     if (o_.runAsIs) {
       argv = o_.command;
@@ -214,9 +356,9 @@ class Supervisor {
       }
       argv.insert(argv.end(), o_.command.begin(), o_.command.end());
     }
-    std::vector<std::string> env = environment(r, world, port);
+    std::vector<std::string> env = environment(r);
     int outPipe[2] = {-1, -1}, errPipe[2] = {-1, -1};
-    if (relay && (::pipe(outPipe) != 0 || ::pipe(errPipe) != 0)) throw std::runtime_error("cannot create a pipe");
+    if (relay_ && (::pipe(outPipe) != 0 || ::pipe(errPipe) != 0)) throw std::runtime_error("cannot create a pipe");
     pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(std::string("cannot start a rank: ") + std::strerror(errno));
@@ -226,7 +368,7 @@ class Supervisor {
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaction(s, &dfl, nullptr);
-      if (relay) {
+      if (relay_) {
         ::dup2(outPipe[1], 1);
         ::dup2(errPipe[1], 2);
         for (int fd : {outPipe[0], outPipe[1], errPipe[0], errPipe[1]}) ::close(fd);
@@ -244,7 +386,7 @@ class Supervisor {
     }
     r.pid = pid;
     r.running = true;
-    if (relay) {
+    if (relay_) {
       ::close(outPipe[1]);
       ::close(errPipe[1]);
       std::string prefix = o_.prefixOutput ? "[rank" + std::to_string(r.rank) + "]: " : "";
@@ -269,6 +411,12 @@ class Supervisor {
   void signalRunning(int sig) {
     for (auto& r : ranks_)
       if (r.running) ::kill(r.pid, sig);
+  }
+
+  void killRanks() {
+    signalRunning(SIGKILL);
+    for (auto& r : ranks_)
+      if (r.running) ::waitpid(r.pid, nullptr, 0);
   }
 
   std::string runningList() const {
@@ -298,10 +446,13 @@ class Supervisor {
         if (!failed) break;
         std::string what = "rank " + std::to_string(r.rank) + " (local rank " + std::to_string(r.localRank) + ", pid " +
                            std::to_string(r.pid) + ") " + describeStatus(status);
-        if (firstFailure_ < 0 && !interruptSignal_) {
+        // The round's first failure, unless the ranks are being stopped (Ctrl-C, or a stop the
+        // coordinator ordered): then ranks failing is what stopping them does.
+        if (firstFailure_ < 0 && !interruptSignal_ && stop_ == Stop::None && exitStatus_ < 0) {
           firstFailure_ = int(k);
           writeFileAtomically(failureFile_, what + "\n");
           say(what + (running() ? "; stopping the other ranks (" + runningList() + ")" : ""));
+          if (agent_) agent_->send("FAILED " + std::to_string(round_.round) + " " + what);
           startStopping();
         } else {
           say(what);
@@ -319,8 +470,10 @@ class Supervisor {
     }
     interruptSignal_ = sig;
     say(std::string("got ") + signalName(sig) + "; stopping every rank");
+    if (agent_) agent_->send(std::string("ABORT a launcher got ") + signalName(sig));
     signalRunning(sig == SIGHUP ? SIGTERM : sig);
     startStopping();
+    if (roundEnded_) finished_ = true;
   }
 
   void escalate() {
@@ -339,41 +492,55 @@ class Supervisor {
     }
   }
 
-  void loop() {
-    for (;;) {
-      reap();
-      escalate();
-      bool pipesOpen = false;
-      for (auto& r : ranks_) pipesOpen = pipesOpen || (r.out && r.out->open()) || (r.err && r.err->open());
-      if (!running()) {
-        drain();
-        return;
-      }
-      std::vector<pollfd> fds{{gWake[0], POLLIN, 0}};
-      std::vector<LineRelay*> relays;
-      for (auto& r : ranks_)
-        for (LineRelay* l : {r.out.get(), r.err.get()})
-          if (l && l->open()) {
-            fds.push_back({l->fd(), POLLIN, 0});
-            relays.push_back(l);
-          }
-      (void)pipesOpen;
-      int timeout = 200;
-      if (phase_ != Phase::Running) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-        timeout = int(std::max<int64_t>(1, std::min<int64_t>(timeout, left + 1)));
-      }
-      int n = ::poll(fds.data(), fds.size(), timeout);
-      if (n < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
-      if (n <= 0) continue;
-      if (fds[0].revents & POLLIN) {
-        unsigned char sigs[64];
-        ssize_t got = ::read(gWake[0], sigs, sizeof sigs);
-        for (ssize_t k = 0; k < got; k++)
-          if (sigs[k] == SIGINT || sigs[k] == SIGTERM || sigs[k] == SIGHUP) onInterrupt(sigs[k]);
-      }
-      for (size_t k = 1; k < fds.size(); k++)
-        if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) relays[k - 1]->pump();
+  // One turn of the loop: ranks that ended, stops that are due, then wait for a signal, a
+  // rank's output or a message.
+  void pollOnce() {
+    reap();
+    escalate();
+    if (!roundEnded_ && !running()) {
+      drain();
+      roundEnded_ = true;
+      afterRound();
+    }
+    if (finished_ || (!agent_ && roundEnded_)) return;
+    std::vector<pollfd> fds{{gWake[0], POLLIN, 0}};
+    std::vector<LineRelay*> relays;
+    for (auto& r : ranks_)
+      for (LineRelay* l : {r.out.get(), r.err.get()})
+        if (l && l->open()) {
+          fds.push_back({l->fd(), POLLIN, 0});
+          relays.push_back(l);
+        }
+    size_t agentAt = fds.size();
+    if (agent_ && agent_->open()) fds.push_back({agent_->fd(), POLLIN, 0});
+    size_t coordinatorAt = fds.size();
+    int timeout = 200;
+    if (coordinator_) {
+      for (int fd : coordinator_->fds()) fds.push_back({fd, POLLIN, 0});
+      timeout = std::min(timeout, coordinator_->tick());
+    }
+    if (phase_ != Phase::Running) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+      timeout = int(std::max<int64_t>(1, std::min<int64_t>(timeout, left + 1)));
+    }
+    int n = ::poll(fds.data(), fds.size(), timeout);
+    if (n < 0 && errno != EINTR) throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
+    if (n <= 0) return;
+    if (fds[0].revents & POLLIN) {
+      unsigned char sigs[64];
+      ssize_t got = ::read(gWake[0], sigs, sizeof sigs);
+      for (ssize_t k = 0; k < got; k++)
+        if (sigs[k] == SIGINT || sigs[k] == SIGTERM || sigs[k] == SIGHUP) onInterrupt(sigs[k]);
+    }
+    for (size_t k = 1; k < agentAt; k++)
+      if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) relays[k - 1]->pump();
+    for (size_t k = coordinatorAt; k < fds.size(); k++)
+      if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) coordinator_->ready(fds[k].fd);
+    if (agentAt < coordinatorAt && (fds[agentAt].revents & (POLLIN | POLLHUP | POLLERR))) {
+      std::vector<std::string> lines;
+      bool open = agent_->pump(lines);
+      for (auto& l : lines) onMessage(l);
+      if (!open) onCoordinatorGone();
     }
   }
 

@@ -11,6 +11,11 @@
 // launcher exits with the first failed rank's status. Ctrl-C (SIGINT) and SIGTERM sent to the
 // launcher are passed to every rank, with the same escalation; the exit status is then 130.
 // A rank whose launcher dies is killed too (PR_SET_PDEATHSIG).
+//
+// With --max-restarts, --rdzv-backend c10d or --nnodes MIN:MAX the launchers of the job meet at
+// a coordinator (rendezvous.hpp) before each round of ranks: a failure anywhere stops the ranks
+// of every machine, and while restarts are left they all start again with
+// TORCHELASTIC_RESTART_COUNT one higher and a fresh port for rank 0's store.
 #pragma once
 #include "launcher/options.hpp"
 

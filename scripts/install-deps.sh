@@ -12,8 +12,9 @@ packages=(
   python3-torch dataset-fashion-mnist
   # the char-level GPT example's corpus (/usr/share/games/fortunes)
   fortunes
-  # distributed training (c10d over Gloo)
-  libgloo-dev
+  # distributed training (c10d over Gloo); iproute2 for the test of two "machines" in two
+  # network namespaces (tests/distributed/namespaces.sh)
+  libgloo-dev iproute2
   # the Jupyter kernel, TensorBoard logs and plots
   xeus-dev nlohmann-json3-dev libzmq3-dev cppzmq-dev python3-jupyter-client python3-nbconvert
   jupyter-nbconvert

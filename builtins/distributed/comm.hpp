@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,17 @@ at::Tensor emptyHeader();
 // once it is drained ("" when they agree).
 at::Tensor receiveBufferFor(const at::Tensor& header, const at::Tensor& t, const at::Tensor& contiguous, int from,
                             const Group& g, std::string_view who, std::string& mismatch);
+
+// ---- shared by the data-parallel wrappers (ddp.cpp, sharding.cpp, zero.cpp) -----------------
+
+// Broadcasts TENSORS from group rank ROOT in place, packed into flat tensors per dtype and device
+// of at most PACK-BYTES each; a contiguous tensor of PACK-BYTES or more goes alone, uncopied.
+void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root, std::string_view who,
+                     int64_t packBytes = INT64_MAX);
+// Raises one error on every rank unless every rank of G gives parameters of the same shapes and dtypes.
+void checkSameModel(Group& g, const std::vector<at::Tensor>& params, std::string_view who);
+// Every rank's V (Purple data, codec.hpp), as a list in group rank order: a collective (objects.cpp).
+Value allGatherValue(Group& g, Value v, std::string_view who);
 
 // ---- backends (backends.cpp) ----------------------------------------------------------------
 

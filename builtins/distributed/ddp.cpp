@@ -17,21 +17,36 @@
 
 namespace purple::dist {
 
-namespace {
-
-using torch::nn::Module;
-using ModulePtr = std::shared_ptr<Module>;
-
 // Broadcasts TENSORS from group rank ROOT, packed into one flat tensor per dtype and device.
-void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root, std::string_view who) {
+void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root, std::string_view who,
+                     int64_t packBytes) {
   std::vector<bool> done(tensors.size(), false);
   for (size_t k = 0; k < tensors.size(); k++) {
     if (done[k]) continue;
+    // a tensor at least packBytes large goes on its own, in place, without a packed copy
+    if (int64_t(tensors[k].nbytes()) >= packBytes && tensors[k].is_contiguous()) {
+      done[k] = true;
+      std::vector<at::Tensor> v{tensors[k].detach()};
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      WorkPtr w;
+      try {
+        w = g.comm->broadcast(v, o);
+      } catch (...) {
+        rethrowCommError(who);
+      }
+      waitWork(w, who);
+      continue;
+    }
     std::vector<size_t> same;
+    int64_t bytes = 0;
     for (size_t j = k; j < tensors.size(); j++)
-      if (!done[j] && tensors[j].scalar_type() == tensors[k].scalar_type() && tensors[j].device() == tensors[k].device()) {
+      if (!done[j] && tensors[j].scalar_type() == tensors[k].scalar_type() && tensors[j].device() == tensors[k].device() &&
+          !(int64_t(tensors[j].nbytes()) >= packBytes && tensors[j].is_contiguous())) {
+        if (!same.empty() && bytes + int64_t(tensors[j].nbytes()) > packBytes) break;
         same.push_back(j);
         done[j] = true;
+        bytes += int64_t(tensors[j].nbytes());
       }
     std::vector<at::Tensor> flat;
     for (size_t j : same) flat.push_back(tensors[j].detach().reshape({-1}));
@@ -53,6 +68,11 @@ void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root,
     }
   }
 }
+
+namespace {
+
+using torch::nn::Module;
+using ModulePtr = std::shared_ptr<Module>;
 
 struct DataParallelModule : Module, ModuleForward {
   DataParallelModule(ModulePtr m, GroupPtr g, bool buffers)
@@ -100,6 +120,20 @@ DataParallelModule* dataParallelArg(Value v, std::string_view who, int index) {
 
 }  // namespace
 
+void checkSameModel(Group& g, const std::vector<at::Tensor>& params, std::string_view who) {
+  // torch's _verify_param_shape_across_processes: the same model on every rank
+  std::vector<int64_t> extra{int64_t(params.size())};
+  uint64_t h = 0;   // unsigned: the hash wraps (a signed overflow is undefined behaviour)
+  for (auto& p : params) {
+    h = h * 31 + uint64_t(p.scalar_type());
+    for (int64_t d : p.sizes()) h = h * 1000003 + uint64_t(d);
+  }
+  extra.push_back(int64_t(h));
+  checkAgreement(g, {Op::DataParallel, -1, -1, nullptr, extra}, who);
+}
+
+bool isDataParallel(const torch::nn::Module& m) { return dynamic_cast<const DataParallelModule*>(&m) != nullptr; }
+
 }  // namespace purple::dist
 
 namespace purple {
@@ -118,15 +152,7 @@ void registerDistDataParallel(Registry& r) {
           if (!(bucketMb > 0) || !(firstMb > 0))
             throwError("dist-error", std::string(who) + ": bucket sizes must be positive");
           std::vector<at::Tensor> params = inner->parameters(true);
-          // torch's _verify_param_shape_across_processes: the same model on every rank
-          std::vector<int64_t> extra{int64_t(params.size())};
-          uint64_t h = 0;   // unsigned: the hash wraps (a signed overflow is undefined behaviour)
-          for (auto& p : params) {
-            h = h * 31 + uint64_t(p.scalar_type());
-            for (int64_t d : p.sizes()) h = h * 1000003 + uint64_t(d);
-          }
-          extra.push_back(int64_t(h));
-          checkAgreement(*g, {Op::DataParallel, -1, -1, nullptr, extra}, who);
+          checkSameModel(*g, params, who);
           std::vector<at::Tensor> state = params;
           for (auto& b : inner->buffers(true)) state.push_back(b);
           if (g->size > 1 && !state.empty()) broadcastPacked(*g, state, 0, who);

@@ -74,6 +74,26 @@ std::vector<int64_t> allGatherSizes(Group& g, int64_t mine, std::string_view who
   return sizes;
 }
 
+}  // namespace
+
+Value allGatherValue(Group& g, Value v, std::string_view who) {
+  checkAgreement(g, {Op::AllGatherObject, -1, -1, nullptr, {}}, who);
+  Encoded enc = tryEncode(v, who);
+  agreeEncoded(g, enc, who);
+  const std::string& bytes = enc.bytes;
+  std::vector<int64_t> sizes = allGatherSizes(g, int64_t(bytes.size()), who);
+  int64_t longest = *std::max_element(sizes.begin(), sizes.end());
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int k = 0; k < g.size; k++) outputs[0].push_back(at::zeros({longest}, byteOptions(g, at::kByte)));
+  std::vector<at::Tensor> inputs{bytesTensor(g, bytes, longest)};
+  run(who, [&] { return g.comm->allgather(outputs, inputs); });
+  std::vector<Value, traceable_allocator<Value>> items;
+  for (int k = 0; k < g.size; k++) items.push_back(k == g.rank ? v : decodeTensor(outputs[0][k], sizes[k], who));
+  return listFromArray(items.data(), items.size());
+}
+
+namespace {
+
 Value broadcastObject(Value v, int64_t src, Value group, const char* who) {
   GroupPtr g = groupArg(group, who);
   int root = groupRankArg(*g, src, who, "src");
@@ -94,19 +114,7 @@ Value broadcastObject(Value v, int64_t src, Value group, const char* who) {
 
 Value allGatherObject(Value v, Value group, const char* who) {
   GroupPtr g = groupArg(group, who);
-  checkAgreement(*g, {Op::AllGatherObject, -1, -1, nullptr, {}}, who);
-  Encoded enc = tryEncode(v, who);
-  agreeEncoded(*g, enc, who);
-  const std::string& bytes = enc.bytes;
-  std::vector<int64_t> sizes = allGatherSizes(*g, int64_t(bytes.size()), who);
-  int64_t longest = *std::max_element(sizes.begin(), sizes.end());
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int k = 0; k < g->size; k++) outputs[0].push_back(at::zeros({longest}, byteOptions(*g, at::kByte)));
-  std::vector<at::Tensor> inputs{bytesTensor(*g, bytes, longest)};
-  run(who, [&] { return g->comm->allgather(outputs, inputs); });
-  std::vector<Value, traceable_allocator<Value>> items;
-  for (int k = 0; k < g->size; k++) items.push_back(k == g->rank ? v : decodeTensor(outputs[0][k], sizes[k], who));
-  return listFromArray(items.data(), items.size());
+  return allGatherValue(*g, v, who);
 }
 
 Value gatherObject(Value v, int64_t dst, Value group, const char* who) {

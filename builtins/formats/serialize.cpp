@@ -139,6 +139,7 @@ void registerSerialize(Registry& r) {
         [](Value source, std::string path) {
           std::vector<std::pair<std::string, at::Tensor>> entries =
               isModule(source) ? moduleStateDict(*moduleArg(source, "save-state-dict", 1)) : stateDictFromValue(source, "save-state-dict");
+          if (isModule(source) && !moduleStateDictWriter(*moduleArg(source, "save-state-dict", 1))) return;   // fully-shard: rank 0 writes
           PyRef d = PyObject::dict();
           d->flag = true;   // an OrderedDict, as model.state_dict() is
           for (auto& e : entries) d->entries.emplace_back(PyObject::str(e.first), PyObject::tensorOf(e.second.detach()));
@@ -146,7 +147,8 @@ void registerSerialize(Registry& r) {
         },
         "Writes the state dict of SOURCE (a module, or an alist / hash table of name -> tensor) to PATH, atomically, "
         "exactly as Python's torch.save(model.state_dict(), PATH) does (an OrderedDict of tensors): Python reads it "
-        "with model.load_state_dict(torch.load(PATH)).");
+        "with model.load_state_dict(torch.load(PATH)). For a model made by fully-shard every rank calls it (the "
+        "parameters are gathered) and rank 0 of its group writes.");
   sandbox(r, "save-state-dict", Needs::Files, "files: writes a checkpoint");
   r.def("load-state-dict", "(path :key (safe #t) map-location)",
         [](Interp& in, std::string path, bool safe, Value mapLocation) {

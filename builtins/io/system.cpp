@@ -1,6 +1,7 @@
 // The process and the interpreter itself: command line, exit, environment, time, the
 // collector, tensor memory, help.
 #include "builtins/builtins.hpp"
+#include "interp/memory/cpu_allocator.hpp"
 #include "builtins/io/source.hpp"
 #include "interp/core/symbol_table.hpp"
 #include "builtins/core/special_forms.hpp"
@@ -249,6 +250,22 @@ void registerSystem(Registry& r) {
      "collected once unused).");
   sandboxAllowed(r, "gc-stats", "global settings: memory counters",
                "reads numbers; changes nothing");
+  r.def("cpu-allocator-stats", "(:key (reset-watermark #f))", [](bool reset) {
+    CpuAllocatorStats s = cpuAllocatorStats();
+    if (reset) resetCpuAllocatorWatermark();
+    auto entry = [](const char* k, size_t v) { return cons(intern(k), makeInteger(int64_t(v))); };
+    Value items[] = {entry("in-use", s.inUse), entry("free", s.free), entry("peak-in-use", s.peakInUse),
+                     entry("watermark", s.watermark), entry("peak-footprint", s.peakFootprint),
+                     entry("fresh-maps", s.freshMaps), entry("unmaps", s.unmaps)};
+    return listFromArray(items, sizeof items / sizeof items[0]);
+  }, "An alist of the CPU tensor allocator's counts, in bytes: the large blocks (128 KB and over, which "
+     "parameters, gradients, optimizer moments and activations of any size are) in use now, the free ranges "
+     "kept mapped, the most in use so far (peak-in-use) and since the last (cpu-allocator-stats :reset-watermark "
+     "#t) (watermark; the call returns the counts before it resets), the largest footprint, and the mmap and "
+     "munmap calls. All zero under PURPLE_CPU_ALLOCATOR=system. bench/distributed/sharding.purple measures "
+     "memory per rank with it.");
+  sandboxAllowed(r, "cpu-allocator-stats", "global settings: memory counters",
+               "reads numbers; resets a measurement counter that nothing else uses");
   r.def("set-tensor-gc-threshold!", "(bytes)", [](int64_t b) {
     requireProcessAccess("set-tensor-gc-threshold!");
     setTensorCollectThreshold(b);

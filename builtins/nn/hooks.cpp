@@ -12,7 +12,8 @@ struct ModuleHooks {
   struct Entry {
     uint64_t id;
     Root proc;                                      // a Purple hook, or
-    std::function<void(Value args, Value output)> native;
+    std::function<void(Value args, Value output)> native;   // a native forward hook, or
+    std::function<Value(Value args)> nativePre;     // a native pre-hook: new arguments, or #f
   };
   std::vector<Entry> pre, post;
   uint64_t nextId = 1;
@@ -57,7 +58,7 @@ ModuleForward& hookable(const std::shared_ptr<torch::nn::Module>& m, const char*
 
 Value addHook(const std::shared_ptr<torch::nn::Module>& m, Value proc, bool post, bool prepend, const char* who) {
   ModuleForward& f = hookable(m, who);
-  ModuleHooks::Entry e{f.hooks->nextId++, Root(proc), nullptr};
+  ModuleHooks::Entry e{f.hooks->nextId++, Root(proc), nullptr, nullptr};
   auto& list = post ? f.hooks->post : f.hooks->pre;
   uint64_t id = e.id;
   if (prepend) list.insert(list.begin(), std::move(e));
@@ -71,19 +72,38 @@ Value addHook(const std::shared_ptr<torch::nn::Module>& m, Value proc, bool post
 uint64_t addNativeForwardHook(const std::shared_ptr<torch::nn::Module>& m, std::function<void(Value, Value)> fn) {
   ModuleForward& f = hookable(m, "module-summary");
   uint64_t id = f.hooks->nextId++;
-  f.hooks->post.push_back(ModuleHooks::Entry{id, Root(), std::move(fn)});
+  f.hooks->post.push_back(ModuleHooks::Entry{id, Root(), std::move(fn), nullptr});
+  return id;
+}
+
+// A native forward pre-hook (fully-shard): runs before the Purple pre-hooks; it returns new
+// arguments (a list) or #f to keep them. Throws a type error when M cannot take hooks.
+uint64_t addNativeForwardPreHook(const std::shared_ptr<torch::nn::Module>& m, std::function<Value(Value)> fn,
+                                 const char* who) {
+  ModuleForward& f = hookable(m, who);
+  uint64_t id = f.hooks->nextId++;
+  f.hooks->pre.insert(f.hooks->pre.begin(), ModuleHooks::Entry{id, Root(), nullptr, std::move(fn)});
+  return id;
+}
+
+// A native forward hook that runs after every other (fully-shard's: it sees the final output).
+uint64_t addNativeForwardHookLast(const std::shared_ptr<torch::nn::Module>& m, std::function<void(Value, Value)> fn,
+                                  const char* who) {
+  ModuleForward& f = hookable(m, who);
+  uint64_t id = f.hooks->nextId++;
+  f.hooks->post.push_back(ModuleHooks::Entry{id, Root(), std::move(fn), nullptr});
   return id;
 }
 
 void removeNativeHook(const std::shared_ptr<torch::nn::Module>& m, uint64_t id) {
   auto* f = dynamic_cast<ModuleForward*>(m.get());
   if (!f || !f->hooks) return;
-  auto& list = f->hooks->post;
-  for (auto it = list.begin(); it != list.end(); ++it)
-    if (it->id == id) {
-      list.erase(it);
-      break;
-    }
+  for (auto* list : {&f->hooks->pre, &f->hooks->post})
+    for (auto it = list->begin(); it != list->end(); ++it)
+      if (it->id == id) {
+        list->erase(it);
+        return;
+      }
 }
 
 Value forwardWithHooks(Interp& in, const std::shared_ptr<torch::nn::Module>& m, ModuleForward& f, const Value* argv,
@@ -94,6 +114,11 @@ Value forwardWithHooks(Interp& in, const std::shared_ptr<torch::nn::Module>& m, 
   Value args = listFromArray(argv, size_t(argc));
   std::vector<ModuleHooks::Entry> pre = hooks->pre;
   for (auto& e : pre) {
+    if (e.nativePre) {
+      Value r = e.nativePre(args);
+      if (isList(r) && !r.isFalse()) args = r;
+      continue;
+    }
     if (e.native) continue;
     Value r = in.apply(e.proc.get(), {self, args});
     if (isPair(r) && isList(r)) args = r;   // a circular list would never end
@@ -139,7 +164,7 @@ void registerHooks(Registry& r) {
           auto* f = dynamic_cast<ModuleForward*>(m.ptr.get());
           int64_t pre = 0, post = 0;
           if (f && f->hooks) {
-            for (auto& e : f->hooks->pre) pre += e.native ? 0 : 1;
+            for (auto& e : f->hooks->pre) pre += (e.native || e.nativePre) ? 0 : 1;
             for (auto& e : f->hooks->post) post += e.native ? 0 : 1;
           }
           return std::make_tuple(pre, post);

@@ -172,14 +172,49 @@ std::string summaryTable(Interp& in, const ModulePtr& root, Value input) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, at::Tensor>> moduleStateDict(const Module& m) {
+namespace {
+ShardedParameters* gSharded = nullptr;
+}
+
+void setShardedParameters(ShardedParameters* s) { gSharded = s; }
+ShardedParameters* shardedParameters() { return gSharded; }
+
+bool moduleStateDictWriter(const Module& m) {
+  if (!gSharded) return true;
+  std::vector<int64_t> shape;
+  for (auto& p : m.parameters(true))
+    if (gSharded->fullShape(p, shape)) return gSharded->writes(p);
+  return true;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> moduleLocalStateDict(const Module& m) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   collectState(m, "", out);
   return out;
 }
 
+std::vector<std::pair<std::string, at::Tensor>> moduleStateDict(const Module& m) {
+  std::vector<std::pair<std::string, at::Tensor>> out = moduleLocalStateDict(m);
+  if (gSharded) {
+    std::vector<int64_t> shape;
+    for (auto& e : out)
+      if (gSharded->fullShape(e.second, shape)) e.second = gSharded->gather(e.second);
+  }
+  return out;
+}
+
 void loadModuleStateDict(Module& m, const std::vector<std::pair<std::string, at::Tensor>>& entries, bool strict) {
-  auto own = moduleStateDict(m);
+  auto own = moduleLocalStateDict(m);
+  std::unordered_map<const void*, std::vector<int64_t>> wholeShapes;   // sharded parameters
+  if (gSharded) {
+    std::vector<int64_t> shape;
+    for (auto& o : own)
+      if (gSharded->fullShape(o.second, shape)) wholeShapes[o.second.unsafeGetTensorImpl()] = shape;
+  }
+  auto shapeOf = [&](const at::Tensor& t) -> std::vector<int64_t> {
+    auto it = wholeShapes.find(t.unsafeGetTensorImpl());
+    return it == wholeShapes.end() ? t.sizes().vec() : it->second;
+  };
   std::unordered_map<std::string, const at::Tensor*> given;
   for (auto& e : entries) given[e.first] = &e.second;
   std::vector<std::string> missing, unexpected, mismatched;
@@ -192,9 +227,10 @@ void loadModuleStateDict(Module& m, const std::vector<std::pair<std::string, at:
       continue;
     }
     if (!it->second->defined()) continue;
-    if (it->second->sizes() != o.second.sizes()) {
+    if (it->second->sizes().vec() != shapeOf(o.second)) {
       std::ostringstream s;
-      s << o.first << ": copying a tensor of shape " << it->second->sizes() << " into one of shape " << o.second.sizes();
+      s << o.first << ": copying a tensor of shape " << it->second->sizes() << " into one of shape "
+        << c10::IntArrayRef(shapeOf(o.second));
       mismatched.push_back(s.str());
     }
   }
@@ -218,7 +254,8 @@ void loadModuleStateDict(Module& m, const std::vector<std::pair<std::string, at:
     auto it = given.find(o.first);
     if (it == given.end() || !it->second->defined()) continue;
     at::Tensor target = o.second;
-    target.copy_(*it->second);
+    if (wholeShapes.count(target.unsafeGetTensorImpl())) gSharded->scatter(target, *it->second);
+    else target.copy_(*it->second);
   }
 }
 

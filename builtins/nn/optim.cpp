@@ -228,11 +228,46 @@ at::Tensor clipGradNorm(const std::vector<at::Tensor>& params, double maxNorm, d
   std::vector<at::Tensor> grads;
   for (const at::Tensor& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return at::zeros({});
   at::NoGradGuard noGrad;
+  bool infinity = std::isinf(normType) && normType > 0;
+  // Gradients of a fully-sharded model are this rank's parts: their norm is put together over
+  // the group (every rank of it calls clip-grad-norm!), each element counted once.
+  if (ShardedParameters* sp = shardedParameters()) {
+    std::vector<int64_t> shape;
+    const at::Tensor* ref = nullptr;
+    for (const at::Tensor& p : params)
+      if (sp->fullShape(p, shape)) {
+        ref = &p;
+        break;
+      }
+    if (ref) {
+      if (!(normType > 0))
+        throwError("value-error", "clip-grad-norm!: the gradients are sharded (fully-shard); :norm-type must be positive, not " +
+                                      std::to_string(normType));
+      at::Tensor shardedPart = at::zeros({}, at::kDouble), ownPart = at::zeros({}, at::kDouble);
+      for (const at::Tensor& p : params) {
+        if (!p.grad().defined()) continue;
+        at::Tensor g = p.grad().to(at::kDouble);
+        at::Tensor x = infinity ? (g.numel() ? g.abs().max() : at::zeros({}, at::kDouble)) : g.abs().pow(normType).sum();
+        at::Tensor& part = sp->fullShape(p, shape) ? shardedPart : ownPart;
+        part = infinity ? at::maximum(part, x.cpu()) : part + x.cpu();
+      }
+      // every rank of the group takes part, with or without gradients
+      shardedPart = sp->reduceOverGroup(*ref, shardedPart, infinity);
+      at::Tensor total = infinity ? at::maximum(shardedPart, ownPart) : (shardedPart + ownPart).pow(1.0 / normType);
+      total = total.to(at::kFloat);
+      if (errorIfNonfinite && !std::isfinite(total.item<double>()))
+        throwError("value-error", "clip-grad-norm!: the total norm of order " + std::to_string(normType) +
+                                      " of the gradients is not finite, so they cannot be clipped "
+                                      "(:error-if-nonfinite #f scales them anyway)");
+      at::Tensor coef = at::clamp_max(maxNorm / (total + 1e-6), 1.0);
+      for (at::Tensor& g : grads) g.mul_(coef.to(g.device()));
+      return total;
+    }
+  }
+  if (grads.empty()) return at::zeros({});
   std::vector<at::Tensor> norms;
   norms.reserve(grads.size());
-  bool infinity = std::isinf(normType) && normType > 0;
   for (const at::Tensor& g : grads) norms.push_back(infinity ? g.abs().max() : g.norm(normType));
   at::Tensor total = norms.size() == 1 ? norms[0]
                      : infinity        ? at::stack(norms).max()
@@ -393,7 +428,9 @@ void registerOptim(Registry& r) {
         "Scales the gradients of PARAMS (a module, an optimizer or tensors) so that their joint NORM-TYPE norm is at "
         "most MAX-NORM; returns the norm before clipping (torch.nn.utils.clip_grad_norm_). The norm is a number, "
         "which waits for the GPU to finish the step; with :tensor #t it is a 0-dim tensor on the gradients' "
-        "device, as PyTorch returns it, and nothing waits (unless :error-if-nonfinite #t, which must read it).");
+        "device, as PyTorch returns it, and nothing waits (unless :error-if-nonfinite #t, which must read it). With "
+        "the gradients of a fully-sharded model, every rank of its group calls it: the norm is that of the whole "
+        "gradients, put together over the group.");
   r.def("clip-grad-value!", "(params clip-value)",
         [](Value params, double clip) {
           std::vector<at::Tensor> ps = optimizerTensors(params, "clip-grad-value!");

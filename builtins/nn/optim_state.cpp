@@ -347,6 +347,7 @@ void afterOptimizerStep(OptimizerObj* o) {
 
 Value optimizerStateDict(Interp& in, OptimizerObj* o) {
   const OptimizerLayout& layout = layoutOf(o, "optimizer-state-dict");
+  if (layout.stateDict) return layout.stateDict(in, o);
   Optimizer& opt = *o->opt;
   Value state = makeHashTable(HashEquiv::Equal);
   std::vector<Value, traceable_allocator<Value>> groups;
@@ -381,6 +382,10 @@ Value optimizerStateDict(Interp& in, OptimizerObj* o) {
 
 void loadOptimizerStateDict(Interp& in, OptimizerObj* o, Value sd, const std::string& who) {
   const OptimizerLayout& layout = layoutOf(o, who.c_str());
+  if (layout.loadStateDict) {
+    layout.loadStateDict(in, o, sd);
+    return;
+  }
   Optimizer& opt = *o->opt;
   Value stateV = dictRef(in, sd, str("state")), groupsV = dictRef(in, sd, str("param_groups"));
   if (stateV.isMissing() || groupsV.isMissing())
@@ -478,10 +483,14 @@ void registerOptimizerState(Registry& r) {
         "copied to each parameter's device and dtype. Returns OPT.");
   r.def("save-optimizer-state", "(opt path)",
         [](Interp& in, OptimizerRef opt, std::string path) {
-          torchSaveValue(optimizerStateDict(in, opt.obj), path, "save-optimizer-state");
+          Value sd = optimizerStateDict(in, opt.obj);
+          const OptimizerLayout* layout = findLayout(opt.obj->optKind);
+          if (layout && layout->writesFile && !layout->writesFile(opt.obj)) return;
+          torchSaveValue(sd, path, "save-optimizer-state");
         },
         "Writes OPT's state dict to PATH atomically, as Python's torch.save(opt.state_dict(), PATH) does; Python "
-        "resumes it with opt.load_state_dict(torch.load(PATH)), Purple with load-optimizer-state!.");
+        "resumes it with opt.load_state_dict(torch.load(PATH)), Purple with load-optimizer-state!. For a "
+        "zero-redundancy-optimizer every rank calls it (the state is gathered) and rank 0 of its group writes.");
   sandbox(r, "save-optimizer-state", Needs::Files, "files: writes optimizer state");
   r.def("load-optimizer-state!", "(opt path)",
         [](Interp& in, Value optV, std::string path) {

@@ -56,6 +56,13 @@ struct OptimizerLayout {
   // (SGD without momentum: Python records {"momentum_buffer": None} for every parameter it
   // stepped, LibTorch nothing). Either may be empty.
   std::function<void(torch::optim::Optimizer&)> beforeStep = nullptr, afterStep = nullptr;
+  // An optimizer whose state lives elsewhere (zero-redundancy-optimizer: in another optimizer,
+  // spread over the ranks) makes and loads its state dict itself; the fields above are then unused.
+  std::function<Value(Interp&, OptimizerObj*)> stateDict = nullptr;
+  std::function<void(Interp&, OptimizerObj*, Value)> loadStateDict = nullptr;
+  // Such a state dict may be a collective, which every rank makes: then save-optimizer-state
+  // writes the file on the ranks this says (rank 0 of the group) and only gathers on the others.
+  std::function<bool(OptimizerObj*)> writesFile = nullptr;
 };
 
 void registerOptimizerLayout(OptimizerLayout layout);
@@ -63,6 +70,11 @@ void registerOptimizerLayout(OptimizerLayout layout);
 // optimizer-step calls these around LibTorch's step.
 void beforeOptimizerStep(OptimizerObj* o);
 void afterOptimizerStep(OptimizerObj* o);
+
+// O's state dict in Python's layout (optimizer-state-dict), and loading one into O
+// (load-optimizer-state!; WHO names the caller in errors).
+Value optimizerStateDict(Interp& in, OptimizerObj* o);
+void loadOptimizerStateDict(Interp& in, OptimizerObj* o, Value sd, const std::string& who);
 
 // ---- conversions between field types and Purple values --------------------------------------
 

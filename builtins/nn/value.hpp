@@ -95,6 +95,14 @@ bool moduleHasHooks(const torch::nn::Module& m);
 // Runs F's forward with M's hooks around it (hooks.cpp); callModule calls it when M has hooks.
 Value forwardWithHooks(Interp& in, const std::shared_ptr<torch::nn::Module>& m, ModuleForward& f,
                        const Value* argv, int argc);
+// Native hooks (hooks.cpp) for C++ code that works around a module's forward (fully-shard): a
+// pre-hook that runs first and may return new arguments (a list; #f keeps them), and a forward
+// hook that runs last. Both throw a type error naming WHO when M cannot take hooks.
+uint64_t addNativeForwardPreHook(const std::shared_ptr<torch::nn::Module>& m, std::function<Value(Value args)> fn,
+                                 const char* who);
+uint64_t addNativeForwardHookLast(const std::shared_ptr<torch::nn::Module>& m,
+                                  std::function<void(Value args, Value output)> fn, const char* who);
+void removeNativeHook(const std::shared_ptr<torch::nn::Module>& m, uint64_t id);
 // The short type name of any module ("Linear", a define-module name, or LibTorch's name).
 std::string moduleTypeName(const torch::nn::Module& m);
 
@@ -146,11 +154,41 @@ ForwardArgs splitForwardArgs(const Value* argv, int argc, const std::string& who
 // A module whose forward is a Purple procedure and which has no parameters (define.cpp):
 // `sequential` wraps plain procedures it is given with this.
 std::shared_ptr<torch::nn::Module> procedureModule(Value proc);
+// Parameters sharded across a process group (fully-shard, builtins/distributed/fsdp.cpp) hold
+// this rank's part of a larger tensor; state dicts deal in whole tensors. fully-shard registers
+// this when it first runs.
+class ShardedParameters {
+ public:
+  virtual ~ShardedParameters() = default;
+  // The whole tensor's shape when P is a sharded parameter, else false.
+  virtual bool fullShape(const at::Tensor& p, std::vector<int64_t>& shape) const = 0;
+  // P's whole tensor, gathered from its group: a collective, which every rank of the group runs
+  // for the same parameters in the same order.
+  virtual at::Tensor gather(const at::Tensor& p) = 0;
+  // Copies this rank's part of FULL (P's whole shape) into P.
+  virtual void scatter(const at::Tensor& p, const at::Tensor& full) = 0;
+  // Whether this process writes files of P's whole tensor: rank 0 of P's group.
+  virtual bool writes(const at::Tensor& p) const = 0;
+  // VALUE (a 0-dim float tensor) summed, or its maximum taken, over P's group: a collective
+  // (clip-grad-norm! of sharded gradients).
+  virtual at::Tensor reduceOverGroup(const at::Tensor& p, const at::Tensor& value, bool max) = 0;
+};
+void setShardedParameters(ShardedParameters* s);
+ShardedParameters* shardedParameters();   // null until a model has been sharded
+
 // The state dict in PyTorch's order (each module's parameters, then its buffers, then its
-// children's, depth first); values are the module's own tensors (not copies).
+// children's, depth first); values are the module's own tensors (not copies), except that a
+// sharded parameter's entry is its whole tensor, gathered (so every rank of a sharded model
+// must ask for its state dict).
 std::vector<std::pair<std::string, at::Tensor>> moduleStateDict(const torch::nn::Module& m);
+// False when M has sharded parameters and this process is not rank 0 of their group: then
+// save-state-dict gathers (a collective) but leaves the writing to rank 0.
+bool moduleStateDictWriter(const torch::nn::Module& m);
+// The same without gathering: a sharded parameter's entry is this rank's part.
+std::vector<std::pair<std::string, at::Tensor>> moduleLocalStateDict(const torch::nn::Module& m);
 // Every tensor of a module's state dict, matched by name, copied in place without recording
-// gradients. Errors list missing and unexpected keys when `strict`, and shape mismatches always.
+// gradients (into a sharded parameter, this rank's part). Errors list missing and unexpected keys
+// when `strict`, and shape mismatches always.
 void loadModuleStateDict(torch::nn::Module& m, const std::vector<std::pair<std::string, at::Tensor>>& entries,
                          bool strict);
 // A state dict given as Purple data: an alist or a hash table of name -> tensor.

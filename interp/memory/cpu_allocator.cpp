@@ -102,7 +102,12 @@ class CachingCpuAllocator final : public c10::Allocator {
 
   CpuAllocatorStats stats() const {
     std::lock_guard<std::mutex> g(lock_);
-    return {true, live_, cached_, peakLive_, peakFootprint_, freshMaps_, unmaps_};
+    return {true, live_, cached_, peakLive_, peakFootprint_, freshMaps_, unmaps_, watermark_};
+  }
+
+  void resetWatermark() {
+    std::lock_guard<std::mutex> g(lock_);
+    watermark_ = live_;
   }
 
   static CachingCpuAllocator* instance;
@@ -130,6 +135,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     if (have > size) rememberFree(base + size, have - size);
     cached_ -= size;
     live_ += size;
+    watermark_ = std::max(watermark_, live_);
     used_[base] = size;
     return base;
   }
@@ -148,6 +154,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     live_ += size;
     freshMaps_++;
     peakLive_ = std::max(peakLive_, live_);
+    watermark_ = std::max(watermark_, live_);
     peakFootprint_ = std::max(peakFootprint_, live_ + cached_);
     return base;
   }
@@ -267,6 +274,7 @@ class CachingCpuAllocator final : public c10::Allocator {
   mutable size_t peakFootprint_ = 0;   // the most live_ + cached_ has been
   mutable size_t freshMaps_ = 0;       // mmap calls
   mutable size_t unmaps_ = 0;          // munmap calls
+  mutable size_t watermark_ = 0;       // the most live_ has been since resetWatermark (measurements only)
 };
 
 CachingCpuAllocator* CachingCpuAllocator::instance = nullptr;
@@ -293,6 +301,10 @@ void installCpuAllocator() {
 
 CpuAllocatorStats cpuAllocatorStats() {
   return CachingCpuAllocator::instance ? CachingCpuAllocator::instance->stats() : CpuAllocatorStats{};
+}
+
+void resetCpuAllocatorWatermark() {
+  if (CachingCpuAllocator::instance) CachingCpuAllocator::instance->resetWatermark();
 }
 
 }  // namespace purple

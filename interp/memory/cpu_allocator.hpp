@@ -15,6 +15,10 @@ struct CpuAllocatorStats {
   size_t peakFootprint = 0;       // the most inUse + free has been
   size_t freshMaps = 0;           // mmap calls
   size_t unmaps = 0;              // munmap calls
+  size_t watermark = 0;           // the most inUse has been since resetCpuAllocatorWatermark()
 };
 CpuAllocatorStats cpuAllocatorStats();
+// Starts the watermark again from the bytes in use now (a measurement's window; the allocator's
+// own policy uses peakInUse, which this leaves alone).
+void resetCpuAllocatorWatermark();
 }

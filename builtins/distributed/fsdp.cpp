@@ -1,0 +1,787 @@
+// fully-shard (fsdp.hpp): sharding, gathering and reducing.
+//
+// Collectives run in the same order on every rank, as Gloo and NCCL match them by order: the
+// gathers in the order the forward and backward passes reach the units (the same graph on every
+// rank, as for PyTorch's FSDP), the reductions in one fixed order, the reverse of the units',
+// each launched once its unit's gradients are all there (a unit whose gradients come early waits
+// for the ones before it), and every unit with trainable parameters once per backward pass
+// (parameters that got no gradient contribute zeros, as under distributed-data-parallel).
+//
+// Hooks run on the thread of LibTorch's autograd engine; they touch C++ state only, under the
+// state's lock, never a Purple value (DESIGN.md's rules). Failures there become C++ exceptions,
+// which `backward` turns into Purple errors.
+#include "builtins/distributed/fsdp.hpp"
+#include "builtins/nn/value.hpp"
+#include "interp/memory/tensor_value.hpp"
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/StorageImpl.h>
+#include <atomic>
+#include <algorithm>
+#include <unordered_map>
+
+namespace purple::dist {
+
+namespace {
+
+using torch::autograd::variable_list;
+
+std::atomic<bool> gNoAllgatherBase{false};   // the backend has no single-tensor all-gather (Gloo in 1.13)
+
+bool unsupportedCollective(const std::exception& e) {
+  std::string m = e.what();
+  return m.find("support") != std::string::npos;
+}
+
+// The dtype a collective moves DT in: Gloo (LibTorch 1.13) has no bfloat16, so bfloat16 travels
+// as float32 there (the computation still runs in bfloat16); NCCL moves it as it is.
+at::ScalarType wireDtype(const Group& g, at::ScalarType dt) {
+  return g.backend == "gloo" && dt == at::kBFloat16 ? at::kFloat : dt;
+}
+
+[[noreturn]] void failInHook(const char* what, const std::exception& e) {
+  throw std::runtime_error(describeCommFailure(std::string("fully-shard: ") + what, e));
+}
+
+// Rank r's part of every rank's OUT (ranks * IN.numel() elements) is IN, gathered.
+void allGatherInto(Group& g, at::Tensor& out, at::Tensor& in, bool inHook) {
+  WorkPtr w;
+  try {
+    if (!gNoAllgatherBase.load()) {
+      try {
+        w = g.comm->_allgather_base(out, in);
+      } catch (const std::exception& e) {
+        if (!unsupportedCollective(e)) throw;
+        gNoAllgatherBase = true;
+      }
+    }
+    if (!w) {
+      std::vector<std::vector<at::Tensor>> outs(1);
+      int64_t n = in.numel();
+      for (int r = 0; r < g.size; r++) outs[0].push_back(out.narrow(0, r * n, n));
+      std::vector<at::Tensor> ins{in};
+      w = g.comm->allgather(outs, ins);
+    }
+    w->wait();
+  } catch (const PurpleException&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (inHook) failInHook("gathering parameters", e);
+    throwCommError("fully-shard: gathering parameters", e);
+  }
+}
+
+// A tensor's storage, emptied (the tensor keeps its shape, and whatever refers to the storage
+// keeps referring to it) and given its bytes back.
+void emptyStorage(const at::Tensor& t) {
+  if (!t.defined()) return;
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  if (s->nbytes() == 0) return;
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+void refillStorage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  size_t bytes = size_t(t.numel()) * t.element_size();
+  if (s->nbytes() >= bytes) return;
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+
+// The parameters of fully-sharded models, for state dicts (value.hpp's ShardedParameters).
+class ShardRegistry final : public ShardedParameters {
+ public:
+  void add(const at::Tensor& p, const std::shared_ptr<FsdpState>& s, size_t index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    map_[p.unsafeGetTensorImpl()] = {s, index};
+  }
+  void remove(const at::Tensor& p) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    map_.erase(p.unsafeGetTensorImpl());
+  }
+  bool fullShape(const at::Tensor& p, std::vector<int64_t>& shape) const override {
+    auto [s, i] = find(p);
+    if (!s) return false;
+    shape = s->params[i].shape;
+    return true;
+  }
+  at::Tensor gather(const at::Tensor& p) override {
+    auto [s, i] = find(p);
+    return s ? s->gatherWhole(i) : p;
+  }
+  void scatter(const at::Tensor& p, const at::Tensor& full) override {
+    auto [s, i] = find(p);
+    if (s) s->scatterWhole(i, full);
+  }
+  at::Tensor reduceOverGroup(const at::Tensor& p, const at::Tensor& value, bool max) override {
+    auto [s, i] = find(p);
+    if (!s || s->group->size == 1) return value;
+    std::vector<at::Tensor> v{value.reshape({1}).to(at::kDouble).clone()};
+    if (s->group->backend == "nccl") v[0] = v[0].to(s->params[i].shard.device());
+    c10d::AllreduceOptions o;
+    o.reduceOp = max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+    try {
+      WorkPtr w = s->group->comm->allreduce(v, o);
+      waitWork(w, "clip-grad-norm!");
+    } catch (const PurpleException&) {
+      throw;
+    } catch (const std::exception& e) {
+      throwCommError("clip-grad-norm!: reducing the norm of sharded gradients", e);
+    }
+    return v[0].to(value.device()).to(value.scalar_type()).reshape({});
+  }
+  bool writes(const at::Tensor& p) const override {
+    auto [s, i] = find(p);
+    return !s || s->group->rank == 0;
+  }
+  std::pair<std::shared_ptr<FsdpState>, size_t> find(const at::Tensor& p) const {
+    if (!p.defined()) return {nullptr, 0};
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(p.unsafeGetTensorImpl());
+    if (it == map_.end()) return {nullptr, 0};
+    return {it->second.first.lock(), it->second.second};
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<const void*, std::pair<std::weak_ptr<FsdpState>, size_t>> map_;
+};
+
+ShardRegistry& registry() {
+  static ShardRegistry* r = [] {
+    auto* x = new ShardRegistry();   // never destroyed: finalizers may drop models at exit
+    setShardedParameters(x);
+    return x;
+  }();
+  return *r;
+}
+
+bool isContainer(const torch::nn::Module& m) {
+  std::string t = moduleTypeName(m);
+  return t == "Sequential" || t == "ModuleList" || t == "ModuleDict";
+}
+
+// The default units: every submodule that holds parameters, except that sequential, module-list
+// and module-dict containers are split into their children (a transformer's blocks, an MLP's
+// layers). A module Purple cannot hook (a part of a LibTorch layer) stays in its parent's unit.
+void defaultUnits(const std::shared_ptr<torch::nn::Module>& m, const std::string& path,
+                  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>& out) {
+  for (auto& c : m->named_children()) {
+    std::string p = path.empty() ? c.key() : path + "." + c.key();
+    if (c.value()->parameters(true).empty()) continue;
+    if (isContainer(*c.value())) defaultUnits(c.value(), p, out);
+    else if (dynamic_cast<ModuleForward*>(c.value().get())) out.emplace_back(p, c.value());
+  }
+}
+
+}  // namespace
+
+// ---- building ---------------------------------------------------------------------------------
+
+void FsdpState::build(const std::shared_ptr<torch::nn::Module>& root,
+                      const std::vector<std::shared_ptr<torch::nn::Module>>& chosen, bool useDefault) {
+  const char* who = "fully-shard";
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> found;
+  if (useDefault) {
+    defaultUnits(root, "", found);
+  } else {
+    auto all = root->named_modules("", /*include_self=*/false);
+    for (auto& m : chosen) {
+      std::string path;
+      bool seen = false;
+      for (auto& e : all)
+        if (e.value().get() == m.get()) {
+          path = e.key();
+          seen = true;
+          break;
+        }
+      if (!seen)
+        throwError("value-error", std::string(who) + ": :units must be submodules of the model; a " + moduleTypeName(*m) +
+                                      " is not one (the model itself is always the root unit)");
+      if (!dynamic_cast<ModuleForward*>(m.get()))
+        throwError("value-error", std::string(who) + ": the submodule " + path + " (" + moduleTypeName(*m) +
+                                      ") cannot be a unit: it is a part of a LibTorch layer, whose forward Purple does not see");
+      found.emplace_back(path, m);
+    }
+  }
+  units.clear();
+  params.clear();
+  units.push_back(Unit{});
+  units[0].module = root;
+  for (auto& f : found) {
+    Unit u;
+    u.path = f.first;
+    u.module = f.second;
+    units.push_back(std::move(u));
+  }
+  // Each parameter belongs to the deepest unit whose path prefixes its name; one shared by
+  // several units (tied weights) to the root, which is gathered for the whole forward.
+  std::unordered_map<const void*, size_t> byImpl;
+  auto ownerOf = [&](const std::string& name) {
+    size_t best = 0, bestLen = 0;
+    for (size_t u = 1; u < units.size(); u++) {
+      const std::string& p = units[u].path;
+      if (name.size() > p.size() && name.compare(0, p.size(), p) == 0 && name[p.size()] == '.' && p.size() + 1 > bestLen) {
+        best = u;
+        bestLen = p.size() + 1;
+      }
+    }
+    return best;
+  };
+  int64_t W = group->size, rank = group->rank;
+  for (auto& e : root->named_parameters(true)) {
+    const at::Tensor& t = e.value();
+    size_t owner = ownerOf(e.key());
+    auto it = byImpl.find(t.unsafeGetTensorImpl());
+    if (it != byImpl.end()) {
+      if (params[it->second].unit != owner) params[it->second].unit = 0;
+      continue;
+    }
+    Param p;
+    p.param = t;
+    p.name = e.key();
+    p.shape = t.sizes().vec();
+    p.numel = t.numel();
+    p.chunk = (p.numel + W - 1) / W;
+    p.start = std::min(p.numel, rank * p.chunk);
+    p.length = std::max<int64_t>(0, std::min(p.chunk, p.numel - p.start));
+    p.unit = owner;
+    byImpl[t.unsafeGetTensorImpl()] = params.size();
+    params.push_back(std::move(p));
+  }
+  for (size_t i = 0; i < params.size(); i++) {
+    Param& p = params[i];
+    Unit& u = units[p.unit];
+    u.offsets.push_back(u.packed);
+    u.packed += p.chunk;
+    u.params.push_back(i);
+    torch::NoGradGuard noGrad;
+    at::Tensor flat = p.param.detach().reshape({-1});
+    p.shard = flat.narrow(0, p.start, p.length).clone();
+    p.param.mutable_grad() = at::Tensor();
+    p.param.set_data(p.shard);
+    registry().add(p.param, shared_from_this(), i);
+  }
+  for (size_t u = units.size(); u-- > 0;) reduceOrder_.push_back(u);
+  std::weak_ptr<FsdpState> self = weak_from_this();
+  for (size_t u = 1; u < units.size(); u++) {
+    auto m = units[u].module.lock();
+    units[u].preHook = addNativeForwardPreHook(
+        m, [self, u](Value args) -> Value {
+          auto s = self.lock();
+          return s ? s->beforeForward(u, args) : Value::f();
+        },
+        who);
+    units[u].postHook = addNativeForwardHookLast(
+        m, [self, u](Value, Value out) {
+          if (auto s = self.lock()) s->afterForward(u, out, false);
+        },
+        who);
+  }
+}
+
+FsdpState::~FsdpState() {
+  for (auto& p : params) {
+    registry().remove(p.param);
+    if (p.accumulator) p.accumulator->del_post_hook(p.hookKey);
+  }
+}
+
+void FsdpState::removeHooks() {
+  for (size_t u = 1; u < units.size(); u++)
+    if (auto m = units[u].module.lock()) {
+      removeNativeHook(m, units[u].preHook);
+      removeNativeHook(m, units[u].postHook);
+    }
+}
+
+// ---- gathering and freeing --------------------------------------------------------------------
+
+// Gloo's collectives cost a fixed time each, large enough that a transformer block's dozen
+// small parameters go in one; a parameter whose whole tensor has a million elements or more
+// (4 MB in float32) gets its own, which saves a copy of it.
+bool FsdpState::isLarge(const Param& p) const { return p.chunk * group->size >= (int64_t(1) << 20); }
+
+// The gathered buffer of P in DT, allocated once and refilled in place after it was freed.
+void FsdpState::ensurePadded(Param& p, at::ScalarType dt) {
+  if (!p.padded.defined() || p.padded.scalar_type() != dt) {
+    p.padded = at::empty({group->size * p.chunk}, p.shard.options().dtype(dt));
+    p.full = p.padded.narrow(0, 0, p.numel).view(p.shape);
+  } else {
+    refillStorage(p.padded);
+  }
+}
+
+void FsdpState::unshard(Unit& u, bool inHook) {
+  if (u.unsharded) return;
+  torch::NoGradGuard noGrad;
+  int64_t W = group->size;
+  // On Gloo, whose collectives run on the CPU the backward pass runs on, the reduction in flight
+  // is finished before gathering: its two buffers (the unit's gradients sent, every rank's
+  // received) would otherwise be alive beside this unit's, for no overlap worth having.
+  if (inHook && group->backend == "gloo" && inflight_) {
+    completeReduce(units[*inflight_]);
+    inflight_.reset();
+  }
+  // one all-gather per dtype (a unit's parameters usually share one)
+  std::vector<at::ScalarType> dtypes;
+  for (size_t i : u.params)
+    if (std::find(dtypes.begin(), dtypes.end(), computeDtype(params[i])) == dtypes.end())
+      dtypes.push_back(computeDtype(params[i]));
+  for (at::ScalarType dt : dtypes) {
+    std::vector<size_t> members;
+    std::vector<int64_t> offs;
+    int64_t S = 0;
+    for (size_t i : u.params)
+      if (computeDtype(params[i]) == dt && params[i].chunk > 0) {
+        members.push_back(i);
+        offs.push_back(S);
+        S += params[i].chunk;
+      }
+    if (S == 0) continue;
+    if (group->backend == "gloo" && wireDtype(*group, dt) == dt) {
+      // Gloo (LibTorch 1.13) has no single-tensor all-gather, so a packed gather is copied twice
+      // (Gloo's own flat buffer, then the packed one): a large parameter is gathered straight into
+      // its own buffer instead, one collective each; the small ones stay packed (one collective).
+      std::vector<size_t> small;
+      for (size_t i : members) {
+        Param& p = params[i];
+        if (!isLarge(p)) {
+          small.push_back(i);
+          continue;
+        }
+        ensurePadded(p, dt);
+        at::Tensor in = p.shard;
+        if (p.length < p.chunk || p.shard.scalar_type() != dt) {
+          in = at::zeros({p.chunk}, p.shard.options().dtype(dt));
+          if (p.length > 0) in.narrow(0, 0, p.length).copy_(p.shard);
+        }
+        allGatherInto(*group, p.padded, in, inHook);
+      }
+      members = small;
+      offs.clear();
+      S = 0;
+      for (size_t i : members) {
+        offs.push_back(S);
+        S += params[i].chunk;
+      }
+      if (S == 0) continue;
+    }
+    at::Tensor in = at::empty({S}, params[members[0]].shard.options().dtype(wireDtype(*group, dt)));
+    for (size_t k = 0; k < members.size(); k++) {
+      Param& p = params[members[k]];
+      if (p.length > 0) in.narrow(0, offs[k], p.length).copy_(p.shard);
+      if (p.length < p.chunk) in.narrow(0, offs[k] + p.length, p.chunk - p.length).zero_();
+    }
+    at::Tensor out = at::empty({W * S}, in.options());
+    allGatherInto(*group, out, in, inHook);
+    at::Tensor rows = out.view({W, S});
+    for (size_t k = 0; k < members.size(); k++) {
+      Param& p = params[members[k]];
+      ensurePadded(p, dt);
+      p.padded.view({W, p.chunk}).copy_(rows.narrow(1, offs[k], p.chunk));
+    }
+  }
+  for (size_t i : u.params) {
+    Param& p = params[i];
+    if (p.numel == 0 && !p.full.defined()) p.full = at::empty(p.shape, p.shard.options().dtype(computeDtype(p)));
+    if (p.param.grad().defined()) {   // accumulated before: kept aside while the parameter is whole
+      p.stashed = p.stashed.defined() ? p.stashed + p.param.grad() : p.param.grad();
+      p.param.mutable_grad() = at::Tensor();
+    }
+    p.param.set_data(p.full);
+    p.whole = true;
+  }
+  u.unsharded = true;
+}
+
+void FsdpState::reshardParam(Param& p) {
+  if (p.whole) {
+    // a whole gradient the hooks did not take (a parameter used outside the unit's forward)
+    if (p.param.grad().defined() && !p.gradReady) p.gradFull = p.param.grad();
+    p.param.mutable_grad() = at::Tensor();
+    p.param.set_data(p.shard);
+    p.whole = false;
+  }
+  if (p.stashed.defined() && !p.param.grad().defined()) {
+    p.param.mutable_grad() = p.stashed;
+    p.stashed = at::Tensor();
+  }
+  emptyStorage(p.padded);
+}
+
+void FsdpState::reshard(Unit& u) {
+  for (size_t i : u.params) reshardParam(params[i]);
+  u.unsharded = false;
+}
+
+void FsdpState::reshardAll() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  for (auto& u : units) reshard(u);
+}
+
+// ---- forward ----------------------------------------------------------------------------------
+
+void FsdpState::beginPass() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (passOpen_) return;
+  passOpen_ = true;
+  for (auto& u : units) {
+    u.inBackward = false;
+    u.inputHooks = u.inputsDone = 0;
+    u.gradsPending = 0;
+    for (size_t i : u.params) u.gradsPending += params[i].param.requires_grad() ? 1 : 0;
+    u.reduceLaunched = false;
+    u.keepGathered = false;
+  }
+  for (auto& p : params) {
+    p.gradReady = false;
+    p.gradFull = at::Tensor();
+    p.reduced = at::Tensor();
+  }
+  nextReduce_ = 0;
+  inflight_.reset();
+}
+
+Value FsdpState::beforeForward(size_t ui, Value args) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  Unit& u = units[ui];
+  unshard(u, false);
+  bool grad = at::GradMode::is_enabled();
+  if (!grad && !options.paramDtype) return Value::f();
+  // New arguments: floating tensors cast to the parameters' dtype (mixed precision), and inputs
+  // that need a gradient passed through a view whose gradient hook says when the backward pass
+  // has gone through this unit.
+  std::vector<Value, traceable_allocator<Value>> items;
+  bool changed = false;
+  std::weak_ptr<FsdpState> self = weak_from_this();
+  for (Value p = args; isPair(p); p = cdr(p)) {
+    Value v = car(p);
+    if (isTensor(v) && tensorOf(v).defined()) {
+      const at::Tensor& x = tensorOf(v);
+      at::Tensor y = x;
+      if (options.paramDtype && x.is_floating_point() && x.scalar_type() != *options.paramDtype)
+        y = x.to(*options.paramDtype);
+      if (grad && y.requires_grad()) {
+        if (y.is_same(x)) y = x.view_as(x);
+        y.register_hook([self, ui](const at::Tensor&) {
+          if (auto s = self.lock()) s->onInputGrad(ui);
+        });
+        u.inputHooks++;
+      }
+      if (!y.is_same(x)) {
+        v = wrapTensor(y);
+        changed = true;
+      }
+    }
+    items.push_back(v);
+  }
+  return changed ? listFromArray(items.data(), items.size()) : Value::f();
+}
+
+void FsdpState::hookAccumulator(size_t i) {
+  Param& p = params[i];
+  if (!p.param.requires_grad()) return;
+  auto acc = torch::autograd::impl::try_get_grad_accumulator(p.param);
+  if (!acc || acc == p.accumulator) return;
+  if (p.accumulator) p.accumulator->del_post_hook(p.hookKey);
+  p.accumulator = acc;
+  std::weak_ptr<FsdpState> self = weak_from_this();
+  p.hookKey = acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+      [self, i](const variable_list& outputs, const variable_list&) {
+        if (auto s = self.lock()) s->onParamGrad(i);
+        return outputs;
+      }));
+}
+
+void FsdpState::hookOutputs(size_t ui, Value v, int depth) {
+  if (depth > 4) return;
+  if (isTensor(v)) {
+    const at::Tensor& t = tensorOf(v);
+    if (!t.defined()) return;
+    // An output that is a view of a parameter (a positional table sliced) would lose its data
+    // when the unit is freed after forward: such a unit stays gathered until its backward.
+    for (size_t i : units[ui].params) {
+      const Param& p = params[i];
+      if (p.padded.defined() && t.has_storage() && t.storage().is_alias_of(p.padded.storage()))
+        units[ui].keepGathered = true;
+    }
+    if (t.requires_grad()) {
+      std::weak_ptr<FsdpState> self = weak_from_this();
+      t.register_hook([self, ui](const at::Tensor&) {
+        if (auto s = self.lock()) s->onOutputGrad(ui);
+      });
+    }
+  } else if (isPair(v)) {
+    hookOutputs(ui, car(v), depth + 1);
+    hookOutputs(ui, cdr(v), depth);
+  } else if (v.is(Kind::Vector)) {
+    for (uint32_t k = 0; k < v.as<Vector>()->extra; k++) hookOutputs(ui, v.as<Vector>()->items[k], depth + 1);
+  }
+}
+
+void FsdpState::afterForward(size_t ui, Value output, bool root) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  Unit& u = units[ui];
+  if (!at::GradMode::is_enabled()) {   // evaluation: nothing will come back for these parameters
+    if (!passOpen_ || !u.inBackward) reshard(u);
+    return;
+  }
+  for (size_t i : u.params) hookAccumulator(i);
+  hookOutputs(ui, output, 0);
+  u.inBackward = true;
+  if (!root && options.reshardAfterForward && !u.keepGathered) reshard(u);
+}
+
+// ---- backward ---------------------------------------------------------------------------------
+
+void FsdpState::queueFinal() {
+  if (finalQueued_) return;
+  finalQueued_ = true;
+  std::weak_ptr<FsdpState> self = weak_from_this();
+  torch::autograd::Engine::get_default_engine().queue_callback([self] {
+    if (auto s = self.lock()) s->finalize();
+  });
+}
+
+void FsdpState::onOutputGrad(size_t ui) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  queueFinal();
+  Unit& u = units[ui];
+  unshard(u, true);
+}
+
+void FsdpState::maybeReshardInBackward(Unit& u) {
+  // Once the gradient has reached the unit's inputs, the unit's backward is done with every
+  // parameter whose own gradient is in as well.
+  if (&u == &units[0] || u.inputHooks == 0 || u.inputsDone < u.inputHooks) return;
+  bool all = true;
+  for (size_t i : u.params) {
+    Param& p = params[i];
+    if (!p.param.requires_grad() || p.gradReady) reshardParam(p);
+    else all = false;
+  }
+  if (all) u.unsharded = false;
+}
+
+void FsdpState::onInputGrad(size_t ui) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  Unit& u = units[ui];
+  u.inputsDone++;
+  maybeReshardInBackward(u);
+}
+
+void FsdpState::onParamGrad(size_t i) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  queueFinal();
+  Param& p = params[i];
+  if (!passOpen_ || p.gradReady) return;
+  p.gradFull = p.param.grad();
+  p.param.mutable_grad() = at::Tensor();
+  p.gradReady = true;
+  Unit& u = units[p.unit];
+  if (u.gradsPending > 0) u.gradsPending--;
+  maybeReshardInBackward(u);
+  if (u.gradsPending == 0) launchReady();
+}
+
+void FsdpState::launchReady() {
+  while (nextReduce_ < reduceOrder_.size() && units[reduceOrder_[nextReduce_]].gradsPending == 0)
+    launchReduce(units[reduceOrder_[nextReduce_++]]);
+}
+
+void FsdpState::launchReduce(Unit& u) {
+  u.reduceLaunched = true;
+  bool trainable = false;
+  for (size_t i : u.params) trainable = trainable || params[i].param.requires_grad();
+  if (!trainable || u.packed == 0) return;
+  if (inflight_) {   // one reduction in flight at a time: its buffers are a unit's gradients
+    completeReduce(units[*inflight_]);
+    inflight_.reset();
+  }
+  torch::NoGradGuard noGrad;
+  int64_t W = group->size, S = u.packed;
+  const Param& first = params[u.params[0]];
+  at::ScalarType dt = options.reduceDtype.value_or(computeDtype(first));
+  if (group->backend == "gloo") {
+    // Gloo (LibTorch 1.13) has no reduce-scatter. Its all-to-all would need a packed copy of the
+    // unit's gradients and a buffer for every rank's (two more copies of the unit, alive with the
+    // next unit's); an all-reduce of each whole gradient in place needs neither, and each rank
+    // keeps its part of the sum.
+    u.works.assign(u.params.size(), WorkPtr());
+    u.gradients.assign(u.params.size(), at::Tensor());
+    u.smallOffsets.assign(u.params.size(), -1);
+    at::ScalarType wire = wireDtype(*group, dt);
+    auto fullGradient = [&](Param& p) {
+      at::Tensor g = p.gradFull.defined() ? p.gradFull.reshape({-1}) : at::zeros({p.numel}, p.shard.options().dtype(wire));
+      p.gradFull = at::Tensor();
+      return g;
+    };
+    try {
+      // the small parameters' gradients packed, all-reduced at once
+      int64_t packed = 0;
+      for (size_t k = 0; k < u.params.size(); k++) {
+        Param& p = params[u.params[k]];
+        if (p.chunk == 0 || !p.param.requires_grad() || isLarge(p)) continue;
+        u.smallOffsets[k] = packed;
+        packed += p.numel;
+      }
+      u.recv = at::Tensor();
+      if (packed > 0) {
+        u.recv = at::empty({packed}, first.shard.options().dtype(wire));
+        for (size_t k = 0; k < u.params.size(); k++)
+          if (u.smallOffsets[k] >= 0) {
+            Param& p = params[u.params[k]];
+            u.recv.narrow(0, u.smallOffsets[k], p.numel).copy_(fullGradient(p));
+          }
+        std::vector<at::Tensor> v{u.recv};
+        u.work = group->comm->allreduce(v);
+      }
+      // each large one in place
+      for (size_t k = 0; k < u.params.size(); k++) {
+        Param& p = params[u.params[k]];
+        if (p.chunk == 0 || !p.param.requires_grad() || !isLarge(p)) continue;
+        at::Tensor g = fullGradient(p);
+        if (g.scalar_type() != wire || !g.is_contiguous()) g = g.to(wire).contiguous();
+        std::vector<at::Tensor> v{g};
+        u.works[k] = group->comm->allreduce(v);
+        u.gradients[k] = g;
+      }
+    } catch (const std::exception& e) {
+      failInHook("reducing gradients", e);
+    }
+    u.gloo = true;
+    inflight_ = size_t(&u - &units[0]);
+    return;
+  }
+  at::Tensor send = at::empty({W, S}, first.shard.options().dtype(wireDtype(*group, dt)));
+  for (size_t k = 0; k < u.params.size(); k++) {
+    Param& p = params[u.params[k]];
+    if (p.chunk == 0) continue;
+    at::Tensor block = send.narrow(1, u.offsets[k], p.chunk);
+    if (!p.gradFull.defined()) {
+      block.zero_();
+      continue;
+    }
+    at::Tensor flat = p.gradFull.reshape({-1});
+    int64_t rows = p.numel / p.chunk, rest = p.numel - rows * p.chunk;
+    if (rows < W) block.narrow(0, rows, W - rows).zero_();
+    if (rows > 0) block.narrow(0, 0, rows).copy_(flat.narrow(0, 0, rows * p.chunk).view({rows, p.chunk}));
+    if (rest > 0) block.select(0, rows).narrow(0, 0, rest).copy_(flat.narrow(0, rows * p.chunk, rest));
+    p.gradFull = at::Tensor();
+  }
+  try {
+    if (group->backend == "nccl") {
+      u.recv = at::empty({S}, send.options());
+      std::vector<at::Tensor> outs{u.recv};
+      std::vector<std::vector<at::Tensor>> ins(1);
+      for (int64_t r = 0; r < W; r++) ins[0].push_back(send.select(0, r));
+      u.work = group->comm->reduce_scatter(outs, ins, c10d::ReduceScatterOptions());
+    } else {
+      // Gloo: rank j's block of every rank goes to rank j, which adds the blocks it receives
+      u.recv = at::empty({W * S}, send.options());
+      at::Tensor flatSend = send.view({-1});
+      std::vector<int64_t> equal;
+      u.work = group->comm->alltoall_base(u.recv, flatSend, equal, equal, c10d::AllToAllOptions());
+    }
+  } catch (const std::exception& e) {
+    failInHook("reducing gradients", e);
+  }
+  u.send = send;
+  inflight_ = size_t(&u - &units[0]);
+}
+
+void FsdpState::completeReduce(Unit& u) {
+  if (u.gloo) {
+    u.gloo = false;
+    torch::NoGradGuard noGrad;
+    double W = double(group->size);
+    try {
+      if (u.work) u.work->wait();
+      for (auto& w : u.works)
+        if (w) w->wait();
+    } catch (const std::exception& e) {
+      u.work.reset();
+      u.works.clear();
+      u.gradients.clear();
+      u.recv = at::Tensor();
+      failInHook("reducing gradients", e);
+    }
+    for (size_t k = 0; k < u.params.size(); k++) {
+      Param& p = params[u.params[k]];
+      at::Tensor whole = u.smallOffsets[k] >= 0 ? u.recv.narrow(0, u.smallOffsets[k], p.numel) : u.gradients[k];
+      if (!whole.defined()) continue;
+      p.reduced = whole.narrow(0, p.start, p.length).div(W).to(p.shard.scalar_type());
+    }
+    u.work.reset();
+    u.works.clear();
+    u.gradients.clear();
+    u.recv = at::Tensor();
+    return;
+  }
+  if (!u.work) return;
+  try {
+    u.work->wait();
+  } catch (const std::exception& e) {
+    u.work.reset();
+    failInHook("reducing gradients", e);
+  }
+  u.work.reset();
+  torch::NoGradGuard noGrad;
+  int64_t W = group->size, S = u.packed;
+  at::Tensor sum = group->backend == "nccl" ? u.recv : u.recv.view({W, S}).sum(0);
+  sum.div_(double(W));
+  for (size_t k = 0; k < u.params.size(); k++) {
+    Param& p = params[u.params[k]];
+    if (!p.param.requires_grad()) continue;
+    p.reduced = sum.narrow(0, u.offsets[k], p.length).to(p.shard.scalar_type(), false, true);
+  }
+  u.send = at::Tensor();
+  u.recv = at::Tensor();
+}
+
+void FsdpState::finalize() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  finalQueued_ = false;
+  if (!passOpen_) return;
+  while (nextReduce_ < reduceOrder_.size()) launchReduce(units[reduceOrder_[nextReduce_++]]);
+  if (inflight_) {
+    completeReduce(units[*inflight_]);
+    inflight_.reset();
+  }
+  for (auto& u : units) reshard(u);
+  for (auto& p : params) {
+    if (!p.reduced.defined()) continue;
+    at::Tensor g = p.param.grad();
+    p.param.mutable_grad() = g.defined() ? g.add(p.reduced) : p.reduced;
+    p.reduced = at::Tensor();
+  }
+  passOpen_ = false;
+}
+
+// ---- state dicts ------------------------------------------------------------------------------
+
+at::Tensor FsdpState::gatherWhole(size_t i) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  Param& p = params[i];
+  torch::NoGradGuard noGrad;
+  if (p.numel == 0) return at::empty(p.shape, p.shard.options());
+  at::Tensor in = at::zeros({p.chunk}, p.shard.options());
+  if (p.length > 0) in.narrow(0, 0, p.length).copy_(p.shard);
+  at::Tensor out = at::empty({group->size * p.chunk}, p.shard.options());
+  allGatherInto(*group, out, in, false);
+  return out.narrow(0, 0, p.numel).view(p.shape);
+}
+
+void FsdpState::scatterWhole(size_t i, const at::Tensor& full) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  Param& p = params[i];
+  reshard(units[p.unit]);
+  torch::NoGradGuard noGrad;
+  if (p.length > 0) p.shard.copy_(full.reshape({-1}).narrow(0, p.start, p.length));
+}
+
+}  // namespace purple::dist
