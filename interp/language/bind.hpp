@@ -354,6 +354,10 @@ class Registry {
     using Inv = Invoker<std::decay_t<F>, withInterp, R, Params>;
     uint8_t flags = extraFlags;
     if (!Inv::keepsValues) flags |= kPrimBorrowsArgs;
+    // A predicate answers about its arguments and keeps none of them (a builtin returning a
+    // boolean that stores one says so by its name: `!`).
+    if constexpr (std::is_same_v<std::decay_t<R>, bool>)
+      if (name.empty() || name.back() != '!') flags |= kPrimBorrowsArgs;
     constexpr bool returnsTensor = std::is_same_v<std::decay_t<R>, at::Tensor>;
     if constexpr (returnsTensor) flags |= kPrimReturnsFresh | kPrimUnboxedTensor;
     if constexpr (IsFreshTensorList<std::decay_t<R>>::value) flags |= kPrimReturnsFreshList;

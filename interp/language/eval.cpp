@@ -639,7 +639,7 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv) {
         EVAL_RETURN(Value::unspecified());
       case Op::If: {
         auto* n = static_cast<IfNode*>(node);
-        node = evalShapedFirst(*this, n->test, env).isTrue() ? n->then : n->otherwise;
+        node = evalTest(*this, n->test, env).isTrue() ? n->then : n->otherwise;
         continue;
       }
       case Op::Seq: {
@@ -652,7 +652,7 @@ Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv) {
         auto* n = static_cast<SeqNode*>(node);
         uint32_t i = 0;
         for (; i + 1 < n->count; i++)
-          if (evalShapedFirst(*this, n->items[i], env).isFalse()) EVAL_RETURN(Value::f());
+          if (evalTest(*this, n->items[i], env).isFalse()) EVAL_RETURN(Value::f());
         node = n->items[i];
         continue;
       }

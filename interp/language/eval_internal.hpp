@@ -173,6 +173,15 @@ __attribute__((always_inline)) inline Value evalShapedFirst(Interp& in, Node* n,
   return evalSimple(in, n, env);
 }
 
+// A test whose value only decides a branch (`if`, `and` but its last form): a variable is read
+// without marking what it holds shared, since nothing keeps it: `(when batch ...)` leaves the
+// batch its variable's to free.
+__attribute__((always_inline)) inline Value evalTest(Interp& in, Node* n, Frame* env) {
+  if (n->op() == Op::Local0) return env->slots[static_cast<LocalNode*>(n)->index];
+  if (n->op() == Op::Local1) return env->parent->slots[static_cast<LocalNode*>(n)->index];
+  return evalShapedFirst(in, n, env);
+}
+
 // The arguments of call APP that builtin FN borrows from this frame's variables: none unless
 // FN keeps no reference to its arguments (ownership.hpp).
 inline uint32_t lentToBuiltin(AppNode* app, Value fn) {
