@@ -36,17 +36,18 @@ trap cleanup EXIT
 ip netns add "$a" 2> "$tmp/err" || skip "cannot make a network namespace: $(cat "$tmp/err")"
 ip netns add "$b" 2> "$tmp/err" || skip "cannot make a network namespace: $(cat "$tmp/err")"
 ip link add "$va" type veth peer name "$vb" 2> "$tmp/err" || skip "cannot make a veth pair: $(cat "$tmp/err")"
-ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
-  ip -n "$a" addr add 192.0.2.1/24 dev "$va" && ip -n "$b" addr add 192.0.2.2/24 dev "$vb" &&
-  ip -n "$a" link set lo up && ip -n "$b" link set lo up &&
-  ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up || { echo "FAIL: configuring the namespaces"; exit 1; }
-# nsenter switches only the network namespace; `ip netns exec` also remounts /sys, which a
-# chroot with a read-only /sys may refuse
+# nsenter switches only the network namespace; `ip netns exec` and `ip -n` also remount /sys
+# (`mount --make-rslave /`), which a chroot (scripts/debian13.sh's root) refuses
 in_ns() {
   local ns=$1; shift
   if command -v nsenter > /dev/null; then nsenter --net="/run/netns/$ns" "$@"; else ip netns exec "$ns" "$@"; fi
 }
 in_ns "$a" true 2> "$tmp/err" || skip "cannot enter a network namespace: $(cat "$tmp/err")"
+{ ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" &&
+  in_ns "$a" ip addr add 192.0.2.1/24 dev "$va" && in_ns "$b" ip addr add 192.0.2.2/24 dev "$vb" &&
+  in_ns "$a" ip link set lo up && in_ns "$b" ip link set lo up &&
+  in_ns "$a" ip link set "$va" up && in_ns "$b" ip link set "$vb" up; } 2> "$tmp/err" ||
+  { echo "FAIL: configuring the namespaces: $(cat "$tmp/err")"; exit 1; }
 # Gloo binds the address of the interface named here (otherwise the one the host name resolves
 # to, which is not in the namespace)
 node() {   # node NS IFACE NODE-RANK OUT ARGS...
