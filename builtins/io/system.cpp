@@ -242,7 +242,7 @@ void registerSystem(Registry& r) {
   }, "An alist of memory facts: live tensors and their bytes (device-tensor-bytes: those on a GPU), "
      "how tensors went: freed early, when the evaluator saw their last reference die "
      "(tensors-freed-early, tensor-bytes-freed-early), or by the collector (tensors-freed-by-collector, "
-     "tensor-bytes-freed-by-collector; a storage's bytes count once, on the tensor that made it), "
+     "tensor-bytes-freed-by-collector; a storage's bytes count once, when the last tensor holding it goes), "
      "collections and the tensor bytes that trigger one (tensor-gc-threshold; device-gc-threshold for "
      "GPU storage, paced by the collections' cost), heap size, the bytes allocated on it since "
      "the process began (allocated-bytes: the difference across a call is what the call allocated), the bytes "

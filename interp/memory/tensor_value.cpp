@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
 
 namespace purple {
 
@@ -165,12 +166,67 @@ void uncharge(TensorObj* cell) {
   cell->countedBytes = 0;
 }
 
+// ---- when a storage's bytes count as freed ----
+// A storage's bytes count once, when the last cell holding it goes: the cell that made it
+// (countedBytes), or a view of it that outlived that cell. A cell that made a storage and dies
+// while another tensor still holds it (a view, or C++: a dataset, a module) leaves its bytes here,
+// under the storage, for the view that goes last; storage C++ keeps is never counted as freed,
+// since it is not (mnist-dataset's images, viewed by the dataset, counted 55 MB "freed by the
+// collector" before). An entry whose storage C++ dropped stays until its address is reused by a
+// storage a cell makes, or the table is full.
+std::mutex gDeferredLock;
+std::unordered_map<const void*, int64_t> gDeferredBytes;
+std::atomic<bool> gAnyDeferred{false};
+constexpr size_t kMostDeferred = size_t(1) << 20;
+
+const void* storageKey(const at::TensorBase& t) {
+  return t.defined() && t.has_storage() ? static_cast<const void*>(t.storage().unsafeGetStorageImpl()) : nullptr;
+}
+
+// The bytes to count as freed now that a cell holding T (which made COUNTED bytes of it) goes.
+int64_t bytesFreedWith(const at::Tensor& t, int64_t counted) {
+  const void* key = storageKey(t);
+  if (!key) return counted;
+  // The last holder: none but T, or but T's autograd base, which a view keeps alive and which
+  // nothing else holds (LibTorch's view of a view keeps the root base).
+  auto holders = t.storage().use_count();
+  bool last = holders == 1;
+  if (!last && holders == 2 && t.is_view()) {
+    const at::TensorBase& base = t._base();   // (a reference: no count of its own)
+    last = base.defined() && base.use_count() == 1 && storageKey(base) == key;
+  }
+  if (counted > 0 && last && !gAnyDeferred.load(std::memory_order_relaxed)) return counted;
+  if (counted <= 0 && (!last || !gAnyDeferred.load(std::memory_order_relaxed))) return 0;
+  std::lock_guard<std::mutex> g(gDeferredLock);
+  auto it = gDeferredBytes.find(key);
+  int64_t bytes = counted > 0 ? counted : 0;
+  if (it != gDeferredBytes.end() && last) {
+    bytes += it->second;
+    gDeferredBytes.erase(it);
+  } else if (!last && counted > 0) {
+    if (gDeferredBytes.size() >= kMostDeferred) gDeferredBytes.clear();
+    gDeferredBytes[key] += counted;
+    bytes = 0;
+  }
+  gAnyDeferred.store(!gDeferredBytes.empty(), std::memory_order_relaxed);
+  return bytes;
+}
+
+// A cell made storage at this address: whatever an earlier storage there left is stale.
+void forgetDeferred(const at::Tensor& t) {
+  if (!gAnyDeferred.load(std::memory_order_relaxed)) return;
+  const void* key = storageKey(t);
+  std::lock_guard<std::mutex> g(gDeferredLock);
+  gDeferredBytes.erase(key);
+  gAnyDeferred.store(!gDeferredBytes.empty(), std::memory_order_relaxed);
+}
+
 void finalizeTensor(void* obj, void*) {
   auto* cell = static_cast<TensorObj*>(obj);
   observeDropped(cell);
   if (cell->tensor.defined()) {   // (a cell released early has nothing left to free)
     gFreedByCollector.fetch_add(1, std::memory_order_relaxed);
-    gBytesFreedByCollector.fetch_add(cell->countedBytes, std::memory_order_relaxed);
+    gBytesFreedByCollector.fetch_add(bytesFreedWith(cell->tensor, cell->countedBytes), std::memory_order_relaxed);
   }
   uncharge(cell);
   cell->tensor.~Tensor();
@@ -293,6 +349,7 @@ Value wrapTensor(at::Tensor t) {
   cell->extra = 0;
   new (&cell->tensor) at::Tensor(std::move(t));
   cell->countedBytes = bytes;
+  if (bytes > 0) forgetDeferred(cell->tensor);
   chargeAccount(cell);
   gLive.fetch_add(1, std::memory_order_relaxed);
   registerTensorFinalizer(cell);
@@ -312,10 +369,11 @@ void reuseTensorCell(Value old, at::Tensor t) {
     cell->extra = 0;
     dropAccount(slot);
   }
-  int64_t freed = cell->countedBytes;
+  int64_t freed = bytesFreedWith(cell->tensor, cell->countedBytes);
   cell->tensor = at::Tensor();             // the old tensor goes first, as under refcounting
   cell->tensor = std::move(t);
   cell->countedBytes = bytes;
+  if (bytes > 0) forgetDeferred(cell->tensor);
   chargeAccount(cell);
   countReleased(freed);
   observeMade(cell);
@@ -353,7 +411,7 @@ void releaseTensor(Value v) {
   auto* cell = v.as<TensorObj>();
   if (!cell->tensor.defined()) return;
   observeDropped(cell);
-  int64_t freed = cell->countedBytes;
+  int64_t freed = bytesFreedWith(cell->tensor, cell->countedBytes);
   uncharge(cell);
   cell->tensor = at::Tensor();
   countReleased(freed);
