@@ -177,7 +177,7 @@ void uncharge(TensorObj* cell) {
 std::mutex gDeferredLock;
 std::unordered_map<const void*, int64_t> gDeferredBytes;
 std::atomic<bool> gAnyDeferred{false};
-constexpr size_t kMostDeferred = size_t(1) << 20;
+constexpr size_t kMostDeferred = size_t(1) << 16;   // (a few MB at most; when full, it starts again)
 
 const void* storageKey(const at::TensorBase& t) {
   return t.defined() && t.has_storage() ? static_cast<const void*>(t.storage().unsafeGetStorageImpl()) : nullptr;
