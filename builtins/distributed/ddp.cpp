@@ -20,22 +20,24 @@ namespace purple::dist {
 // Broadcasts TENSORS from group rank ROOT, packed into one flat tensor per dtype and device.
 void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root, std::string_view who,
                      int64_t packBytes) {
+  auto broadcast = [&](std::vector<at::Tensor> v) {
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    WorkPtr w;
+    try {
+      w = g.comm->broadcast(v, o);
+    } catch (...) {
+      rethrowCommError(who);
+    }
+    waitWork(w, who);
+  };
   std::vector<bool> done(tensors.size(), false);
   for (size_t k = 0; k < tensors.size(); k++) {
     if (done[k]) continue;
     // a tensor at least packBytes large goes on its own, in place, without a packed copy
     if (int64_t(tensors[k].nbytes()) >= packBytes && tensors[k].is_contiguous()) {
       done[k] = true;
-      std::vector<at::Tensor> v{tensors[k].detach()};
-      c10d::BroadcastOptions o;
-      o.rootRank = root;
-      WorkPtr w;
-      try {
-        w = g.comm->broadcast(v, o);
-      } catch (...) {
-        rethrowCommError(who);
-      }
-      waitWork(w, who);
+      broadcast({tensors[k].detach()});
       continue;
     }
     std::vector<size_t> same;
@@ -51,15 +53,7 @@ void broadcastPacked(Group& g, const std::vector<at::Tensor>& tensors, int root,
     std::vector<at::Tensor> flat;
     for (size_t j : same) flat.push_back(tensors[j].detach().reshape({-1}));
     std::vector<at::Tensor> v{at::cat(flat)};
-    c10d::BroadcastOptions o;
-    o.rootRank = root;
-    WorkPtr w;
-    try {
-      w = g.comm->broadcast(v, o);
-    } catch (...) {
-      rethrowCommError(who);
-    }
-    waitWork(w, who);
+    broadcast(v);
     int64_t offset = 0;
     for (size_t j : same) {
       at::Tensor dst = tensors[j].detach();

@@ -218,6 +218,18 @@ ForeachMode foreachMode(std::optional<bool> foreach) {
   return !foreach ? ForeachMode::Auto : *foreach ? ForeachMode::Always : ForeachMode::Never;
 }
 
+// The gradients scaled by min(1, max-norm / (TOTAL + 1e-6)); TOTAL returned.
+at::Tensor scaleToNorm(std::vector<at::Tensor>& grads, const at::Tensor& total, double maxNorm, double normType,
+                       bool errorIfNonfinite) {
+  if (errorIfNonfinite && !std::isfinite(total.item<double>()))
+    throwError("value-error", "clip-grad-norm!: the total norm of order " + std::to_string(normType) +
+                                  " of the gradients is not finite, so they cannot be clipped "
+                                  "(:error-if-nonfinite #f scales them anyway)");
+  at::Tensor coef = at::clamp_max(maxNorm / (total + 1e-6), 1.0);
+  for (at::Tensor& g : grads) g.mul_(coef.to(g.device()));
+  return total;
+}
+
 // torch.nn.utils.clip_grad_norm_, returning the norm as a tensor. LibTorch's C++ version returns
 // a double, so it waits for the GPU at every training step (char-GPT on an H100, where the kernels
 // of a step are queued ahead of the interpreter); clip-grad-norm! reads this one back only for its
@@ -256,13 +268,7 @@ at::Tensor clipGradNorm(const std::vector<at::Tensor>& params, double maxNorm, d
       shardedPart = sp->reduceOverGroup(*ref, shardedPart, infinity);
       at::Tensor total = infinity ? at::maximum(shardedPart, ownPart) : (shardedPart + ownPart).pow(1.0 / normType);
       total = total.to(at::kFloat);
-      if (errorIfNonfinite && !std::isfinite(total.item<double>()))
-        throwError("value-error", "clip-grad-norm!: the total norm of order " + std::to_string(normType) +
-                                      " of the gradients is not finite, so they cannot be clipped "
-                                      "(:error-if-nonfinite #f scales them anyway)");
-      at::Tensor coef = at::clamp_max(maxNorm / (total + 1e-6), 1.0);
-      for (at::Tensor& g : grads) g.mul_(coef.to(g.device()));
-      return total;
+      return scaleToNorm(grads, total, maxNorm, normType, errorIfNonfinite);
     }
   }
   if (grads.empty()) return at::zeros({});
@@ -272,13 +278,7 @@ at::Tensor clipGradNorm(const std::vector<at::Tensor>& params, double maxNorm, d
   at::Tensor total = norms.size() == 1 ? norms[0]
                      : infinity        ? at::stack(norms).max()
                                        : at::stack(norms).norm(normType);
-  if (errorIfNonfinite && !std::isfinite(total.item<double>()))
-    throwError("value-error", "clip-grad-norm!: the total norm of order " + std::to_string(normType) +
-                                  " of the gradients is not finite, so they cannot be clipped "
-                                  "(:error-if-nonfinite #f scales them anyway)");
-  at::Tensor coef = at::clamp_max(maxNorm / (total + 1e-6), 1.0);
-  for (at::Tensor& g : grads) g.mul_(coef.to(g.device()));
-  return total;
+  return scaleToNorm(grads, total, maxNorm, normType, errorIfNonfinite);
 }
 }  // namespace
 

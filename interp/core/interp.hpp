@@ -34,9 +34,6 @@ struct Frame : Object {
 // The frame an activation that owns none "owns": nothing (small = 0), so the evaluator tests
 // ownedEnv->small without a null test first.
 extern Frame gNoOwnedFrame;
-// Set once the first tensor cell is sole-owned (interp/memory/tensor_value.cpp): until then the
-// evaluator takes its plain walk, which tracks no ownership.
-extern std::atomic<bool> gSoleOwnedCellsMade;
 
 struct Limits {
   bool allowFiles = true;         // open-*-file, load, delete-file ...
@@ -98,8 +95,8 @@ class Interp {
   // it must own or mark shared (language/ownership.hpp); code outside the evaluator calls
   // evalForm or apply, whose results are shared.
   Value eval(Node* node, Frame* env) {
-    return gSoleOwnedCellsMade.load(std::memory_order_relaxed) ? evalActivation<true>(node, env, &gNoOwnedFrame)
-                                                               : evalActivation<false>(node, env, &gNoOwnedFrame);
+    return soleOwnedCellsExist() ? evalActivation<true>(node, env, &gNoOwnedFrame)
+                                 : evalActivation<false>(node, env, &gNoOwnedFrame);
   }
   // eval on a frame whose ownership passes to the walk: what its ownable slots own dies when the
   // walk returns (apply's closure frames, a top-level form's frame).

@@ -8,6 +8,7 @@
 // This header is LibTorch-free on purpose: the reader, printer and evaluator do not pay for
 // LibTorch's headers. The tensor cell's at::Tensor is reached through tensor_value.hpp.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <cstddef>
 #include <cstring>
@@ -140,6 +141,11 @@ constexpr uint8_t kTensorSoleOwner = 1;
 constexpr uint8_t kTensorHeldByList = 2;
 constexpr uint8_t kListSoleOwner = 1;   // (on a pair)
 constexpr uint8_t kListPair = 4;        // (on a pair)
+// Set once the first cell is marked sole-owned (markSoleOwned, memory/tensor_value.hpp), and
+// every other mark comes after one: until then no value carries a mark, and the evaluator takes
+// its plain walk, which tracks no ownership (language/ownership.hpp).
+extern std::atomic<bool> gSoleOwnedCellsMade;
+inline bool soleOwnedCellsExist() { return gSoleOwnedCellsMade.load(std::memory_order_relaxed); }
 inline bool isSoleOwnedTensor(Value v) {
   return v.isObject() && __builtin_expect(v.obj()->flags == kTensorSoleOwner, 0) && v.obj()->kind == Kind::Tensor;
 }

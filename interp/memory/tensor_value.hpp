@@ -37,8 +37,6 @@ Value wrapSoleOwnedTensor(at::Tensor t);
 // Marks V, a tensor cell nobody else holds, sole-owned (language/ownership.hpp says what
 // follows). Until the first cell is so marked, soleOwnedCellsExist() is false and the evaluator
 // skips its ownership steps: code without tensors pays nothing for them.
-extern std::atomic<bool> gSoleOwnedCellsMade;
-inline bool soleOwnedCellsExist() { return gSoleOwnedCellsMade.load(std::memory_order_relaxed); }
 inline void markSoleOwned(Value v) {
   v.obj()->flags = kTensorSoleOwner;
   if (!soleOwnedCellsExist()) gSoleOwnedCellsMade.store(true, std::memory_order_relaxed);
