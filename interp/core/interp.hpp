@@ -32,8 +32,8 @@ struct Frame : Object {
   Value slots[1];
 };
 // The frame an activation that owns none "owns": nothing (small = 0), so the evaluator tests
-// ownedEnv->small without a null test first.
-extern Frame gNoOwnedFrame;
+// ownedEnv->small without a null test first. (Hidden, as gSoleOwnedCellsMade: no GOT load.)
+extern Frame gNoOwnedFrame __attribute__((visibility("hidden")));
 
 struct Limits {
   bool allowFiles = true;         // open-*-file, load, delete-file ...
@@ -94,10 +94,10 @@ class Interp {
   // The tree walker (eval.cpp). Its result may be a tensor cell in flight, which the code using
   // it must own or mark shared (language/ownership.hpp); code outside the evaluator calls
   // evalForm or apply, whose results are shared.
-  Value eval(Node* node, Frame* env) {
-    return soleOwnedCellsExist() ? evalActivation<true>(node, env, &gNoOwnedFrame)
-                                 : evalActivation<false>(node, env, &gNoOwnedFrame);
-  }
+  // (The plain walk itself goes on as the owning one when cells are owned: the test sits once in
+  // its prologue rather than at each of the many call sites of eval.)
+  // (The plain walk reads no owned frame: null costs its callers no register to keep it in.)
+  Value eval(Node* node, Frame* env) { return evalActivation<false>(node, env, nullptr); }
   // eval on a frame whose ownership passes to the walk: what its ownable slots own dies when the
   // walk returns (apply's closure frames, a top-level form's frame).
   Value evalOwning(Node* node, Frame* env) { return evalActivation<true>(node, env, env); }

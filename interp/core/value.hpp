@@ -143,8 +143,10 @@ constexpr uint8_t kListSoleOwner = 1;   // (on a pair)
 constexpr uint8_t kListPair = 4;        // (on a pair)
 // Set once the first cell is marked sole-owned (markSoleOwned, memory/tensor_value.hpp), and
 // every other mark comes after one: until then no value carries a mark, and the evaluator takes
-// its plain walk, which tracks no ownership (language/ownership.hpp).
-extern std::atomic<bool> gSoleOwnedCellsMade;
+// its plain walk, which tracks no ownership (language/ownership.hpp). Hidden: libpurple's own
+// code reads it on every eval and closure call, and a hidden symbol is one load, not two through
+// the GOT (code outside libpurple has no use for it).
+extern std::atomic<bool> gSoleOwnedCellsMade __attribute__((visibility("hidden")));
 inline bool soleOwnedCellsExist() { return gSoleOwnedCellsMade.load(std::memory_order_relaxed); }
 inline bool isSoleOwnedTensor(Value v) {
   return v.isObject() && __builtin_expect(v.obj()->flags == kTensorSoleOwner, 0) && v.obj()->kind == Kind::Tensor;
@@ -155,12 +157,14 @@ inline bool isSoleOwned(Value v) {
          (v.obj()->kind == Kind::Tensor || v.obj()->kind == Kind::Pair);
 }
 // Any ownership mark on a tensor or a pair.
-inline bool hasOwnershipMark(Value v) {
+__attribute__((always_inline)) inline bool hasOwnershipMark(Value v) {
   return v.isObject() && __builtin_expect(v.obj()->flags != 0, 0) &&
          (v.obj()->kind == Kind::Tensor || v.obj()->kind == Kind::Pair);
 }
 void shareMarked(Value v);   // objects.cpp: the list's pairs from V on, and the tensors they owned
-inline Value shareValue(Value v) {
+// (Always inline: the evaluator reads every variable through it, and in its large walk gcc
+// otherwise makes it a call, with the registers that call costs.)
+__attribute__((always_inline)) inline Value shareValue(Value v) {
   if (hasOwnershipMark(v)) shareMarked(v);
   return v;
 }

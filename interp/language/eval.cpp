@@ -131,9 +131,24 @@ Value simpleOperandsCall(Interp& in, AppNode* app, Value fn, Frame* env);
 
 }  // namespace
 
+namespace {
+__attribute__((noinline)) Value evalBuiltinOrOther(Interp& in, AppNode* app, Frame* env);
+}
+
+// `(tak (tak ...) ...)`, `(fib (- n 1))` as an argument: a closure call, straight to eval. It is
+// tested first, and everything else is out of line, so that this path saves no registers.
 Value evalCompound(Interp& in, Node* n, Frame* env) {
-  if (n->op() == Op::App) {
-    auto* app = static_cast<AppNode*>(n);
+  if (n->op() != Op::App) return evalVariableOrEval(in, n, env);
+  auto* app = static_cast<AppNode*>(n);
+  if (app->fn->op() == Op::Global && !(app->flags & kAppSimpleOperands) &&
+      static_cast<GlobalNode*>(app->fn)->cell->value.is(Kind::Closure))
+    return in.eval(n, env);
+  return evalBuiltinOrOther(in, app, env);
+}
+
+namespace {
+Value evalBuiltinOrOther(Interp& in, AppNode* app, Frame* env) {
+  {
     if (app->flags & kAppSimpleOperands) {
       // `(< n 2)`, `(- i 1)`: + - * < > <= >= = on two fixnums with no further checks. The
       // operands are read raw (a fixnum needs no shareValue); anything else takes the general
@@ -160,13 +175,9 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
         return callPrimitiveApp(in, app, fn, env);
       }
     }
-    // `(tak (tak ...) ...)`, `(fib (- n 1))` as an argument: a closure call, straight to eval
-    return in.eval(n, env);
+    return in.eval(app, env);
   }
-  return evalVariableOrEval(in, n, env);
 }
-
-namespace {
 
 // `set!`/`define` of a global: a fresh tensor result may reuse the cell the global alone held;
 // any other value overwriting such a cell frees it. A global owns a sole-owned cell it holds
@@ -591,6 +602,7 @@ Frame gNoOwnedFrame{};   // (zero: constant-initialised, usable before any const
 // plain activation that finds cells owned at its next closure call goes on as an owning one.
 template <bool kOwning>
 Value Interp::evalActivation(Node* node, Frame* env, Frame* ownedEnv) {
+  if (!kOwning && __builtin_expect(soleOwnedCellsExist(), 0)) return evalActivation<true>(node, env, &gNoOwnedFrame);
   if (++depth > limits.maxDepth || reinterpret_cast<char*>(__builtin_frame_address(0)) < stackLimit)
     recursionTooDeep(*this);
   DepthRestore restore{*this};

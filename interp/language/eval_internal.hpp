@@ -176,10 +176,12 @@ __attribute__((always_inline)) inline Value evalShapedFirst(Interp& in, Node* n,
 // A test whose value only decides a branch (`if`, `and` but its last form): a variable is read
 // without marking what it holds shared, since nothing keeps it: `(when batch ...)` leaves the
 // batch its variable's to free.
+// (The shape first: a test is most often a shaped comparison, `(< n 2)`, `(null? l)`.)
 __attribute__((always_inline)) inline Value evalTest(Interp& in, Node* n, Frame* env) {
+  if (n->flags & kAppShaped) return static_cast<AppNode*>(n)->shape(in, static_cast<AppNode*>(n), env);
   if (n->op() == Op::Local0) return env->slots[static_cast<LocalNode*>(n)->index];
   if (n->op() == Op::Local1) return env->parent->slots[static_cast<LocalNode*>(n)->index];
-  return evalShapedFirst(in, n, env);
+  return evalSimple(in, n, env);
 }
 
 // The arguments of call APP that builtin FN borrows from this frame's variables: none unless
