@@ -343,32 +343,44 @@ void FsdpState::unshard(Unit& u, bool inHook) {
       }
     if (S == 0) continue;
     if (group->backend == "gloo" && wireDtype(*group, dt) == dt) {
-      // Gloo (LibTorch 1.13) has no single-tensor all-gather, so a packed gather is copied twice
-      // (Gloo's own flat buffer, then the packed one): a large parameter is gathered straight into
-      // its own buffer instead, one collective each; the small ones stay packed (one collective).
-      std::vector<size_t> small;
-      for (size_t i : members) {
-        Param& p = params[i];
-        if (!isLarge(p)) {
-          small.push_back(i);
-          continue;
+      // Gloo (LibTorch 1.13) has no single-tensor all-gather: its all-gather receives into a flat
+      // buffer of its own and copies out of it, so a gathered unit would briefly take twice its
+      // memory (three times with a packed copy), at the step's peak. Instead every rank writes
+      // its parts into one zeroed buffer for the unit's parameters (each parameter's whole
+      // tensor a slice of it) and the buffer is all-reduced in place: one collective per unit,
+      // the unit's memory once, and sums of one part with zeros, which are exact.
+      at::Tensor* flat = nullptr;
+      for (auto& f : u.flats)
+        if (f.first == dt) flat = &f.second;
+      if (!flat) {
+        u.flats.emplace_back(dt, at::empty({W * S}, params[members[0]].shard.options().dtype(dt)));
+        flat = &u.flats.back().second;
+        for (size_t k = 0; k < members.size(); k++) {
+          Param& p = params[members[k]];
+          p.padded = flat->narrow(0, W * offs[k], W * p.chunk);
+          p.full = p.padded.narrow(0, 0, p.numel).view(p.shape);
+          p.inUnitBuffer = true;
         }
-        ensurePadded(p, dt);
-        at::Tensor in = p.shard;
-        if (p.length < p.chunk || p.shard.scalar_type() != dt) {
-          in = at::zeros({p.chunk}, p.shard.options().dtype(dt));
-          if (p.length > 0) in.narrow(0, 0, p.length).copy_(p.shard);
-        }
-        allGatherInto(*group, p.padded, in, inHook);
+      } else {
+        refillStorage(*flat);
       }
-      members = small;
-      offs.clear();
-      S = 0;
-      for (size_t i : members) {
-        offs.push_back(S);
-        S += params[i].chunk;
+      flat->zero_();
+      int64_t rank = group->rank;
+      for (size_t k = 0; k < members.size(); k++) {
+        Param& p = params[members[k]];
+        if (p.length > 0) p.padded.narrow(0, rank * p.chunk, p.length).copy_(p.shard);
       }
-      if (S == 0) continue;
+      std::vector<at::Tensor> v{*flat};
+      try {
+        WorkPtr w = group->comm->allreduce(v);
+        w->wait();
+      } catch (const PurpleException&) {
+        throw;
+      } catch (const std::exception& e) {
+        if (inHook) failInHook("gathering parameters", e);
+        throwCommError("fully-shard: gathering parameters", e);
+      }
+      continue;
     }
     at::Tensor in = at::empty({S}, params[members[0]].shard.options().dtype(wireDtype(*group, dt)));
     for (size_t k = 0; k < members.size(); k++) {
@@ -410,11 +422,12 @@ void FsdpState::reshardParam(Param& p) {
     p.param.mutable_grad() = p.stashed;
     p.stashed = at::Tensor();
   }
-  emptyStorage(p.padded);
+  if (!p.inUnitBuffer) emptyStorage(p.padded);   // a unit's buffer is freed with the whole unit
 }
 
 void FsdpState::reshard(Unit& u) {
   for (size_t i : u.params) reshardParam(params[i]);
+  for (auto& f : u.flats) emptyStorage(f.second);
   u.unsharded = false;
 }
 
@@ -564,7 +577,10 @@ void FsdpState::maybeReshardInBackward(Unit& u) {
     if (!p.param.requires_grad() || p.gradReady) reshardParam(p);
     else all = false;
   }
-  if (all) u.unsharded = false;
+  if (all) {
+    for (auto& f : u.flats) emptyStorage(f.second);
+    u.unsharded = false;
+  }
 }
 
 void FsdpState::onInputGrad(size_t ui) {

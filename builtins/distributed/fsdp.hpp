@@ -43,6 +43,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     at::Tensor gradFull;             // this backward pass's gradient, whole, until it is reduced
     at::Tensor reduced;              // this backward pass's reduced gradient, shard-shaped
     bool whole = false;              // the parameter holds the gathered tensor now
+    bool inUnitBuffer = false;       // padded is a slice of its unit's gathered buffer (Gloo)
     std::shared_ptr<torch::autograd::Node> accumulator;
     uintptr_t hookKey = 0;
     bool gradReady = false;
@@ -71,6 +72,9 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     std::vector<at::Tensor> gradients;
     std::vector<int64_t> smallOffsets;
     bool gloo = false;
+    // Gloo: the gathered parameters of each dtype in one buffer, every parameter's padded tensor
+    // a slice of it (storage emptied when sharded)
+    std::vector<std::pair<at::ScalarType, at::Tensor>> flats;
   };
 
   FsdpState(GroupPtr g, FsdpOptions o) : group(std::move(g)), options(o) {}
