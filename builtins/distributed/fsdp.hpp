@@ -26,6 +26,7 @@ struct FsdpOptions {
   std::optional<at::ScalarType> paramDtype;    // mixed precision: gathered parameters and inputs
   std::optional<at::ScalarType> reduceDtype;   // gradients are reduced in this type
   std::optional<at::ScalarType> outputDtype;   // the root's floating outputs are cast to it
+  bool activationCheckpointing = false;        // units keep no activations; backward recomputes them
 };
 
 class FsdpState : public std::enable_shared_from_this<FsdpState> {
@@ -63,6 +64,11 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     size_t gradsPending = 0;
     bool reduceLaunched = false;
     bool keepGathered = false;       // an output is a view of a parameter: not freed after forward
+    // activation checkpointing: this forward runs without recording; its arguments and the
+    // random state it began with, for the recomputation
+    bool checkpointing = false;
+    Root checkpointArgs;
+    at::Tensor rngState;
     WorkPtr work;
     at::Tensor send, recv;
     // Gloo: one in-place all-reduce per parameter's whole gradient (gradients[k] for u.params[k])
@@ -98,6 +104,9 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   void scatterWhole(size_t param, const at::Tensor& full);
   void reshardAll();
   void removeHooks();
+  // The recomputation of unit U's forward in the backward pass (activation checkpointing): its
+  // hooks then neither checkpoint, reshard nor hook inputs and outputs again.
+  int recomputing = 0;
 
  private:
   void unshard(Unit& u, bool inHook);
@@ -107,6 +116,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   void reshard(Unit& u);
   void hookAccumulator(size_t i);
   void hookOutputs(size_t u, Value v, int depth);
+  void checkpointOutputs(size_t u, Value output);
   void onOutputGrad(size_t u);
   void onInputGrad(size_t u);
   void onParamGrad(size_t i);

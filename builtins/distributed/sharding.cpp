@@ -49,7 +49,13 @@ struct FullyShardedModule : Module, ModuleForward {
     if (!replaced.isFalse()) args = replaced;
     std::vector<Value, traceable_allocator<Value>> items;
     for (Value p = args; isPair(p); p = cdr(p)) items.push_back(car(p));
-    Value out = callModule(in, inner, items.data(), int(items.size()));
+    Value out;
+    {
+      // activation checkpointing turns recording off inside each unit's forward and back on after
+      // it; a forward that fails in between must not leave it off
+      at::AutoGradMode restore(at::GradMode::is_enabled());
+      out = callModule(in, inner, items.data(), int(items.size()));
+    }
     state->afterForward(0, out, true);
     if (state->options.outputDtype) out = castFloating(out, *state->options.outputDtype);
     return out;
@@ -87,9 +93,10 @@ using namespace dist;
 
 void registerDistSharding(Registry& r) {
   r.def("fully-shard",
-        "(model :key group units (reshard-after-forward #t) param-dtype reduce-dtype output-dtype)",
+        "(model :key group units (reshard-after-forward #t) param-dtype reduce-dtype output-dtype "
+        "(activation-checkpointing #f))",
         [](Value model, Value group, Value units, bool reshard, Value paramDtype, Value reduceDtype,
-           Value outputDtype) -> Value {
+           Value outputDtype, bool checkpointing) -> Value {
           const char* who = "fully-shard";
           ModulePtr inner = moduleArg(model, who, 1);
           if (dynamic_cast<FullyShardedModule*>(inner.get()))
@@ -103,6 +110,7 @@ void registerDistSharding(Registry& r) {
           o.paramDtype = dtypeOption(paramDtype, who);
           o.reduceDtype = dtypeOption(reduceDtype, who);
           o.outputDtype = dtypeOption(outputDtype, who);
+          o.activationCheckpointing = checkpointing;
           std::vector<ModulePtr> chosen;
           bool useDefault = units.isMissing() || units.isFalse();
           if (!useDefault) {
@@ -132,7 +140,10 @@ void registerDistSharding(Registry& r) {
         "every rank keeps the average of its part. Rank 0's parameters are copied to every rank first. Mixed "
         "precision: :param-dtype 'bfloat16 gathers the parameters (and casts the units' floating inputs) in that "
         "type, keeping float32 shards for the optimizer; :reduce-dtype reduces gradients in another type; "
-        ":output-dtype casts the model's floating outputs. Returns a wrapper with the model's parameters, buffers "
+        ":output-dtype casts the model's floating outputs. :activation-checkpointing #t runs each unit's forward "
+        "without keeping its activations and recomputes it (with the random state it had) when the backward pass "
+        "reaches the unit, as PyTorch's checkpoint_wrapper on FSDP units: one unit's activations alive at a time, for "
+        "one more forward's compute. Returns a wrapper with the model's parameters, buffers "
         "and state-dict keys: state-dict gathers whole tensors (every rank must call it), load-state-dict! takes "
         "each rank's part, and save-sharded-checkpoint writes one part per rank. Move the model to its device "
         "first, and make the optimizer after sharding.");
