@@ -29,6 +29,19 @@ struct FsdpOptions {
   bool activationCheckpointing = false;        // units keep no activations; backward recomputes them
 };
 
+// Deferred initialisation (fully-shard-unit!): parameters that keep only this rank's part from the
+// moment their layer is built, before the model is complete and sharded; fully-shard adopts
+// them with their whole shapes.
+struct EarlyShard {
+  std::vector<int64_t> shape;        // the whole parameter's
+  int64_t numel = 0;
+  int groupSize = 0, groupRank = 0;
+};
+std::optional<EarlyShard> earlyShardOf(const at::Tensor& p);
+// Keeps this rank's part of each parameter, as fully-shard divides them (a collective: the
+// ranks' values are compared first, as they must have built the same ones).
+void shardEarly(Group& g, const std::vector<at::Tensor>& params, std::string_view who);
+
 class FsdpState : public std::enable_shared_from_this<FsdpState> {
  public:
   struct Param {
