@@ -901,8 +901,18 @@ void FsdpState::launchReduce(Unit& u) {
     u.gradients.assign(u.params.size(), at::Tensor());
     u.smallOffsets.assign(u.params.size(), -1);
     at::ScalarType wire = wireDtype(*group, dt);
+    // flat, and not an autograd view (whose base would be one more holder of the storage:
+    // completeReduce frees a gradient's storage once this tensor is its only holder)
     auto fullGradient = [&](Param& p) {
-      at::Tensor g = p.gradFull.defined() ? p.gradFull.reshape({-1}) : at::zeros({p.numel}, p.shard.options().dtype(wire));
+      at::Tensor g;
+      if (!p.gradFull.defined()) {
+        g = at::zeros({p.numel}, p.shard.options().dtype(wire));
+      } else if (p.gradFull.is_contiguous()) {
+        g = at::empty({0}, p.gradFull.options());
+        g.set_(p.gradFull.storage(), p.gradFull.storage_offset(), {p.numel}, {1});
+      } else {
+        g = p.gradFull.reshape({-1});
+      }
       p.gradFull = at::Tensor();
       return g;
     };
@@ -1002,6 +1012,13 @@ void FsdpState::completeReduce(Unit& u) {
       if (!whole.defined()) continue;
       p.reduced = whole.narrow(0, p.start, p.length).div(W).to(p.shard.scalar_type());
     }
+    // Gloo's worker thread drops its reference to a finished collective's tensors a moment after
+    // wait returns, so a whole gradient could outlive this by a varying time, alive beside the
+    // next unit's gather (measured: a 16 MB higher peak in one step of three). Nothing else holds
+    // these buffers (no other tensor shares their storage): their memory goes back now.
+    for (auto& g : u.gradients)
+      if (g.defined() && g.storage().use_count() == 1) emptyStorage(g);
+    if (u.recv.defined() && u.recv.storage().use_count() == 1) emptyStorage(u.recv);
     u.work.reset();
     u.works.clear();
     u.gradients.clear();
