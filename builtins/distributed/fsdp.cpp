@@ -122,8 +122,12 @@ struct RecomputeUnit : torch::autograd::Node {
       if (!ts.empty()) runAutogradEngine(in, [&] { torch::autograd::backward(ts, gs); });
       for (size_t k = 0; k < leaves.size() && k < result.size(); k++) result[k] = leaves[k].grad();
     });
-    args = Root();
     return result;
+  }
+  // after the pass, unless it retains the graph (a second backward recomputes again)
+  void release_variables() override {
+    args = Root();
+    rngState = at::Tensor();
   }
 };
 
