@@ -147,6 +147,8 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   size_t nextReduce_ = 0;            // reductions launch in a fixed order (reverse unit order)
   std::vector<size_t> reduceOrder_;
   std::optional<size_t> inflight_;   // the reduction launched last, not yet completed
+  // the units whose forward ended, in order, in this training pass and in the last one
+  std::vector<size_t> forwardOrder_, lastForwardOrder_;
 };
 
 }  // namespace purple::dist
