@@ -5,7 +5,7 @@
 # the machine falls on all alike. Prints every sample, then per model the medians and the ratios
 # to DDP: memory (largest rank; deterministic up to collective timing) and samples/s.
 #   bash bench/distributed/sharding.sh [--reps N] [--steps N] [--nproc N] [--models "mlp transformer"]
-#                                      [--modes "ddp zero fsdp"]   (also fsdp-keep: :reshard-after-forward #f)
+#                                      [--modes "ddp zero fsdp"]   (also fsdp-keep: :reshard-after-forward #f; fsdp-ac: :activation-checkpointing #t)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

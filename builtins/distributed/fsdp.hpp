@@ -26,7 +26,21 @@ struct FsdpOptions {
   std::optional<at::ScalarType> paramDtype;    // mixed precision: gathered parameters and inputs
   std::optional<at::ScalarType> reduceDtype;   // gradients are reduced in this type
   std::optional<at::ScalarType> outputDtype;   // the root's floating outputs are cast to it
+  bool activationCheckpointing = false;        // units keep no activations; backward recomputes them
 };
+
+// Deferred initialisation (fully-shard-unit!): parameters that keep only this rank's part from the
+// moment their layer is built, before the model is complete and sharded; fully-shard adopts
+// them with their whole shapes.
+struct EarlyShard {
+  std::vector<int64_t> shape;        // the whole parameter's
+  int64_t numel = 0;
+  int groupSize = 0, groupRank = 0;
+};
+std::optional<EarlyShard> earlyShardOf(const at::Tensor& p);
+// Keeps this rank's part of each parameter, as fully-shard divides them (a collective: the
+// ranks' values are compared first, as they must have built the same ones).
+void shardEarly(Group& g, const std::vector<at::Tensor>& params, std::string_view who);
 
 class FsdpState : public std::enable_shared_from_this<FsdpState> {
  public:
@@ -43,6 +57,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     at::Tensor gradFull;             // this backward pass's gradient, whole, until it is reduced
     at::Tensor reduced;              // this backward pass's reduced gradient, shard-shaped
     bool whole = false;              // the parameter holds the gathered tensor now
+    bool inUnitBuffer = false;       // padded is a slice of its unit's gathered buffer (Gloo)
     std::shared_ptr<torch::autograd::Node> accumulator;
     uintptr_t hookKey = 0;
     bool gradReady = false;
@@ -62,6 +77,11 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     size_t gradsPending = 0;
     bool reduceLaunched = false;
     bool keepGathered = false;       // an output is a view of a parameter: not freed after forward
+    // activation checkpointing: this forward runs without recording; its arguments and the
+    // random state it began with, for the recomputation
+    bool checkpointing = false;
+    Root checkpointArgs;
+    at::Tensor rngState;
     WorkPtr work;
     at::Tensor send, recv;
     // Gloo: one in-place all-reduce per parameter's whole gradient (gradients[k] for u.params[k])
@@ -71,6 +91,9 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     std::vector<at::Tensor> gradients;
     std::vector<int64_t> smallOffsets;
     bool gloo = false;
+    // Gloo: the gathered parameters of each dtype in one buffer, every parameter's padded tensor
+    // a slice of it (storage emptied when sharded)
+    std::vector<std::pair<at::ScalarType, at::Tensor>> flats;
   };
 
   FsdpState(GroupPtr g, FsdpOptions o) : group(std::move(g)), options(o) {}
@@ -94,6 +117,9 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   void scatterWhole(size_t param, const at::Tensor& full);
   void reshardAll();
   void removeHooks();
+  // The recomputation of unit U's forward in the backward pass (activation checkpointing): its
+  // hooks then neither checkpoint, reshard nor hook inputs and outputs again.
+  int recomputing = 0;
 
  private:
   void unshard(Unit& u, bool inHook);
@@ -103,6 +129,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   void reshard(Unit& u);
   void hookAccumulator(size_t i);
   void hookOutputs(size_t u, Value v, int depth);
+  void checkpointOutputs(size_t u, Value output);
   void onOutputGrad(size_t u);
   void onInputGrad(size_t u);
   void onParamGrad(size_t i);
@@ -120,6 +147,8 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   size_t nextReduce_ = 0;            // reductions launch in a fixed order (reverse unit order)
   std::vector<size_t> reduceOrder_;
   std::optional<size_t> inflight_;   // the reduction launched last, not yet completed
+  // the units whose forward ended, in order, in this training pass and in the last one
+  std::vector<size_t> forwardOrder_, lastForwardOrder_;
 };
 
 }  // namespace purple::dist

@@ -8,6 +8,8 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/strides.h>
 #include <stdexcept>
 
 namespace purple::dist {
@@ -108,19 +110,29 @@ at::Tensor& GradReducer::flatOf(Bucket& b) {
   return b.flat;
 }
 
+// The gradient of a parameter lives in its bucket: once copied in, the parameter's gradient is
+// made an alias of its slice (PyTorch's gradient_as_bucket_view), so a rank holds each gradient
+// once rather than twice (a fresh gradient and its bucket copy) from then until the next pass.
+// The alias shares the bucket's storage without being an autograd view, so that zero-grad's
+// detach_ and optimizers treat it as any gradient.
 void GradReducer::copyIn(Bucket& b, size_t slot) {
   size_t i = b.params[slot];
-  const at::Tensor& p = params_[i];
-  at::Tensor slice = flatOf(b).narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
+  at::Tensor& p = params_[i];
+  at::Tensor& flat = flatOf(b);
+  at::NoGradGuard noGrad;
+  at::Tensor alias = at::empty({0}, flat.options());
+  alias.set_(flat.storage(), flat.storage_offset() + b.offsets[slot], p.sizes(), c10::contiguous_strides(p.sizes()));
   const at::Tensor& g = p.grad();
   if (g.defined()) {
     if (g.is_sparse())
       throw std::runtime_error("distributed-data-parallel: sparse gradients are not supported (an embedding made "
                                "with :sparse #t?)");
-    slice.copy_(g);
+    // accumulated in place into last pass's alias: already there
+    if (!(g.data_ptr() == alias.data_ptr() && g.strides() == alias.strides())) alias.copy_(g);
   } else {
-    slice.zero_();
+    alias.zero_();
   }
+  p.mutable_grad() = alias;
 }
 
 void GradReducer::onGradient(size_t i) {
@@ -179,13 +191,7 @@ void GradReducer::finalize() {
     } catch (const std::exception& e) {
       throw std::runtime_error(describeCommFailure("distributed-data-parallel: gradient all-reduce", e));
     }
-    b.work.reset();
-    for (size_t s = 0; s < b.params.size(); s++) {
-      at::Tensor& p = params_[b.params[s]];
-      at::Tensor slice = b.flat.narrow(0, b.offsets[s], p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(slice);
-      else p.mutable_grad() = slice.clone();
-    }
+    b.work.reset();   // the all-reduce wrote the averages into the gradients (aliases of the bucket)
   }
 }
 

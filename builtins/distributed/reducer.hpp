@@ -3,8 +3,9 @@
 // early, as torch's 1 MiB first bucket). A post-hook on each parameter's gradient accumulator
 // copies the fresh gradient into its bucket; when a bucket is full it is all-reduced at once,
 // asynchronously, while backward goes on computing the earlier layers' gradients. A callback at
-// the end of the backward pass fills in parameters that got no gradient, waits for the buckets
-// and writes the averages back into the gradients.
+// the end of the backward pass fills in parameters that got no gradient and waits for the
+// buckets. Each gradient is an alias of its bucket slice once copied in (gradient_as_bucket_view),
+// so the all-reduce leaves the averages in the gradients and no rank holds a gradient twice.
 //
 // The hooks and the end-of-backward callback run on whichever thread LibTorch's autograd engine
 // uses (the caller's for CPU tensors, a device thread for CUDA ones). They touch only C++ state

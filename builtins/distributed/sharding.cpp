@@ -49,7 +49,13 @@ struct FullyShardedModule : Module, ModuleForward {
     if (!replaced.isFalse()) args = replaced;
     std::vector<Value, traceable_allocator<Value>> items;
     for (Value p = args; isPair(p); p = cdr(p)) items.push_back(car(p));
-    Value out = callModule(in, inner, items.data(), int(items.size()));
+    Value out;
+    {
+      // activation checkpointing turns recording off inside each unit's forward and back on after
+      // it; a forward that fails in between must not leave it off
+      at::AutoGradMode restore(at::GradMode::is_enabled());
+      out = callModule(in, inner, items.data(), int(items.size()));
+    }
     state->afterForward(0, out, true);
     if (state->options.outputDtype) out = castFloating(out, *state->options.outputDtype);
     return out;
@@ -87,9 +93,10 @@ using namespace dist;
 
 void registerDistSharding(Registry& r) {
   r.def("fully-shard",
-        "(model :key group units (reshard-after-forward #t) param-dtype reduce-dtype output-dtype)",
+        "(model :key group units (reshard-after-forward #t) param-dtype reduce-dtype output-dtype "
+        "(activation-checkpointing #f))",
         [](Value model, Value group, Value units, bool reshard, Value paramDtype, Value reduceDtype,
-           Value outputDtype) -> Value {
+           Value outputDtype, bool checkpointing) -> Value {
           const char* who = "fully-shard";
           ModulePtr inner = moduleArg(model, who, 1);
           if (dynamic_cast<FullyShardedModule*>(inner.get()))
@@ -103,6 +110,7 @@ void registerDistSharding(Registry& r) {
           o.paramDtype = dtypeOption(paramDtype, who);
           o.reduceDtype = dtypeOption(reduceDtype, who);
           o.outputDtype = dtypeOption(outputDtype, who);
+          o.activationCheckpointing = checkpointing;
           std::vector<ModulePtr> chosen;
           bool useDefault = units.isMissing() || units.isFalse();
           if (!useDefault) {
@@ -110,9 +118,23 @@ void registerDistSharding(Registry& r) {
             for (Value p = units; isPair(p); p = cdr(p)) chosen.push_back(moduleArg(car(p), who, 0));
           }
           std::vector<at::Tensor> params = inner->parameters(true);
-          checkSameModel(*g, params, who);
+          // parameters fully-shard-unit! has already cut are compared by their whole shapes, and not
+          // broadcast: each rank has its own part only (equal on every rank when they were cut)
+          std::vector<at::Tensor> shapes, state;
+          for (auto& p : params) {
+            std::optional<EarlyShard> e = earlyShardOf(p);
+            if (!e) {
+              shapes.push_back(p);
+              state.push_back(p);
+              continue;
+            }
+            if (e->groupSize != g->size || e->groupRank != g->rank)
+              throwError("dist-error", std::string(who) + ": a parameter was cut by fully-shard-unit! for another group "
+                                                          "(give both the same :group)");
+            shapes.push_back(at::empty(e->shape, p.options().device(at::kMeta)));
+          }
+          checkSameModel(*g, shapes, who);
           // as distributed-data-parallel: rank 0's parameters and buffers on every rank
-          std::vector<at::Tensor> state = params;
           for (auto& b : inner->buffers(true)) state.push_back(b);
           // in pieces of at most 4 MB, large parameters in place: a model sharded because it
           // does not fit a rank is not copied whole once more here
@@ -132,11 +154,38 @@ void registerDistSharding(Registry& r) {
         "every rank keeps the average of its part. Rank 0's parameters are copied to every rank first. Mixed "
         "precision: :param-dtype 'bfloat16 gathers the parameters (and casts the units' floating inputs) in that "
         "type, keeping float32 shards for the optimizer; :reduce-dtype reduces gradients in another type; "
-        ":output-dtype casts the model's floating outputs. Returns a wrapper with the model's parameters, buffers "
+        ":output-dtype casts the model's floating outputs. :activation-checkpointing #t runs each unit's forward "
+        "without keeping its activations and recomputes it (with the random state it had) when the backward pass "
+        "reaches the unit, as PyTorch's checkpoint_wrapper on FSDP units: one unit's activations alive at a time, for "
+        "one more forward's compute. Returns a wrapper with the model's parameters, buffers "
         "and state-dict keys: state-dict gathers whole tensors (every rank must call it), load-state-dict! takes "
         "each rank's part, and save-sharded-checkpoint writes one part per rank. Move the model to its device "
         "first, and make the optimizer after sharding.");
   sandbox(r, "fully-shard", Needs::Process, "network: gathers parameters and reduces gradients");
+  r.def("fully-shard-unit!", "(module :key group)",
+        [](Value module, Value group) -> Value {
+          const char* who = "fully-shard-unit!";
+          ModulePtr m = moduleArg(module, who, 1);
+          if (dynamic_cast<FullyShardedModule*>(m.get()) || isDataParallel(*m))
+            throwError("dist-error", std::string(who) + ": give the module itself, before fully-shard or "
+                                                        "distributed-data-parallel wraps the model");
+          GroupPtr g = groupArg(group, who);
+          ShardedParameters* sp = shardedParameters();
+          std::vector<int64_t> shape;
+          std::vector<at::Tensor> todo;
+          for (auto& p : m->parameters(true))
+            if (!earlyShardOf(p) && !(sp && sp->fullShape(p, shape))) todo.push_back(p);
+          shardEarly(*g, todo, who);
+          return module;
+        },
+        "Deferred initialisation for fully-shard: keeps only this rank's part of MODULE's parameters (as fully-shard "
+        "will divide them among the ranks of :group), at once, and returns MODULE. Build a model whose whole replica "
+        "does not fit one rank layer by layer, each layer cut as it is built, so that only one layer is ever whole: "
+        "(fully-shard (sequential (fully-shard-unit! (linear 4096 4096)) (relu) (fully-shard-unit! (linear 4096 10)))). "
+        "fully-shard then adopts the parts, and nothing is broadcast: every rank must build the same values, so seed "
+        "them alike ((manual-seed 0) on every rank before building); the ranks' values are compared, and differing "
+        "ones are an error. Until fully-shard wraps the model, its forward cannot run. A collective: every rank calls it.");
+  sandbox(r, "fully-shard-unit!", Needs::Process, "network: compares the ranks' parameters");
   r.def("fully-sharded?", "(x)",
         [](Value x) { return isModule(x) && dynamic_cast<FullyShardedModule*>(moduleArg(x, "fully-sharded?", 1).get()) != nullptr; },
         "True when X was made by fully-shard.");

@@ -61,8 +61,10 @@ class ZeroOptimizer : public torch::optim::Optimizer {
     o->opt->step();
     afterOptimizerStep(o);
     torch::NoGradGuard noGrad;
+    // in pieces of at most 4 MB, large parameters in place: a packed copy of a rank's whole part
+    // would be alive beside every parameter and gradient, at the step's peak
     for (int r = 0; r < group->size; r++)
-      if (!byRank[size_t(r)].empty()) broadcastPacked(*group, byRank[size_t(r)], r, kWho);
+      if (!byRank[size_t(r)].empty()) broadcastPacked(*group, byRank[size_t(r)], r, kWho, int64_t(4) << 20);
     return {};
   }
 };
