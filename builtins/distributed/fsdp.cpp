@@ -25,111 +25,11 @@
 #include <algorithm>
 #include <unordered_map>
 
-namespace purple {
-// builtins/autograd/function.cpp: Purple code inside a backward pass, and a nested pass from it
-void runPurpleCallback(Interp* in, const std::string& who, const std::function<void()>& body);
-void runAutogradEngine(Interp& in, const std::function<void()>& body);
-}  // namespace purple
-
 namespace purple::dist {
 
 namespace {
 
 using torch::autograd::variable_list;
-
-// The floating tensors of a unit's output (a tensor, or lists and vectors of them), in a fixed order.
-void outputTensors(Value v, std::vector<at::Tensor>& out, int depth) {
-  if (depth > 4) return;
-  if (isTensor(v)) {
-    const at::Tensor& t = tensorOf(v);
-    if (t.defined() && t.is_floating_point()) out.push_back(t);
-  } else if (isPair(v)) {
-    outputTensors(car(v), out, depth + 1);
-    outputTensors(cdr(v), out, depth);
-  } else if (v.is(Kind::Vector)) {
-    for (uint32_t k = 0; k < v.as<Vector>()->extra; k++) outputTensors(v.as<Vector>()->items[k], out, depth + 1);
-  }
-}
-
-// Activation checkpointing of one unit, as PyTorch's reentrant checkpoint: the unit's forward ran
-// without recording, and this node stands for it in the graph, from its outputs to its inputs
-// that need a gradient. Its backward runs the forward again with recording on (the unit gathered
-// for the backward pass by its output hooks, the random state it had the first time), then a
-// nested backward through that, which gives the parameters their gradients (reduced as usual)
-// and the inputs theirs, returned here. Only one unit's activations are alive at a time.
-struct RecomputeUnit : torch::autograd::Node {
-  std::weak_ptr<FsdpState> state;
-  size_t unit = 0;
-  std::weak_ptr<torch::nn::Module> module;
-  Interp* interp = nullptr;
-  Root args;
-  at::Tensor rngState;
-
-  std::string name() const override { return "FullyShardRecomputeBackward"; }
-
-  variable_list apply(variable_list&& grads) override {
-    variable_list result(num_outputs());
-    auto s = state.lock();
-    auto m = module.lock();
-    if (!s || !m || !interp) return result;
-    runPurpleCallback(interp, "fully-shard: recomputing a unit's forward for activation checkpointing", [&] {
-      Interp& in = *interp;
-      std::vector<Value, traceable_allocator<Value>> items;
-      std::vector<at::Tensor> leaves;
-      for (Value p = args.get(); isPair(p); p = cdr(p)) {
-        Value v = car(p);
-        if (isTensor(v) && tensorOf(v).defined() && tensorOf(v).requires_grad()) {
-          at::Tensor d = tensorOf(v).detach();
-          d.requires_grad_(true);
-          leaves.push_back(d);
-          v = wrapTensor(d);
-        }
-        items.push_back(v);
-      }
-      struct Recomputing {
-        FsdpState& s;
-        at::Tensor saved;
-        Recomputing(FsdpState& x, const at::Tensor& rng) : s(x) {
-          s.recomputing++;
-          if (rng.defined()) {
-            at::Generator gen = at::detail::getDefaultCPUGenerator();
-            saved = gen.get_state();
-            gen.set_state(rng);
-          }
-        }
-        ~Recomputing() {
-          if (saved.defined()) {
-            at::Generator gen = at::detail::getDefaultCPUGenerator();
-            gen.set_state(saved);
-          }
-          s.recomputing--;
-        }
-      };
-      Value out;
-      {
-        Recomputing r(*s, rngState);
-        at::AutoGradMode on(true);
-        out = callModule(in, m, items.data(), int(items.size()));
-      }
-      std::vector<at::Tensor> outs;
-      outputTensors(out, outs, 0);
-      variable_list ts, gs;
-      for (size_t k = 0; k < outs.size() && k < grads.size(); k++)
-        if (grads[k].defined() && outs[k].requires_grad()) {
-          ts.push_back(outs[k]);
-          gs.push_back(grads[k]);
-        }
-      if (!ts.empty()) runAutogradEngine(in, [&] { torch::autograd::backward(ts, gs); });
-      for (size_t k = 0; k < leaves.size() && k < result.size(); k++) result[k] = leaves[k].grad();
-    });
-    return result;
-  }
-  // after the pass, unless it retains the graph (a second backward recomputes again)
-  void release_variables() override {
-    args = Root();
-    rngState = at::Tensor();
-  }
-};
 
 std::atomic<bool> gNoAllgatherBase{false};   // the backend has no single-tensor all-gather (Gloo in 1.13)
 
@@ -281,103 +181,6 @@ void defaultUnits(const std::shared_ptr<torch::nn::Module>& m, const std::string
 }
 
 }  // namespace
-
-// ---- deferred initialisation ------------------------------------------------------------------
-
-namespace {
-
-struct EarlyEntry {
-  c10::weak_intrusive_ptr<c10::TensorImpl> impl;   // an address reused by a later tensor does not match
-  EarlyShard info;
-};
-
-std::mutex& earlyMutex() {
-  static auto* m = new std::mutex;
-  return *m;
-}
-std::unordered_map<const void*, EarlyEntry>& earlyMap() {
-  static auto* m = new std::unordered_map<const void*, EarlyEntry>;
-  return *m;
-}
-
-void forgetEarlyShard(const at::Tensor& p) {
-  std::lock_guard<std::mutex> lock(earlyMutex());
-  earlyMap().erase(p.unsafeGetTensorImpl());
-}
-
-}  // namespace
-
-std::optional<EarlyShard> earlyShardOf(const at::Tensor& p) {
-  if (!p.defined()) return std::nullopt;
-  std::lock_guard<std::mutex> lock(earlyMutex());
-  auto& m = earlyMap();
-  auto it = m.find(p.unsafeGetTensorImpl());
-  if (it == m.end()) return std::nullopt;
-  auto live = it->second.impl.lock();
-  if (!live || live.get() != p.unsafeGetTensorImpl()) {
-    m.erase(it);
-    return std::nullopt;
-  }
-  return it->second.info;
-}
-
-void shardEarly(Group& g, const std::vector<at::Tensor>& params, std::string_view who) {
-  int64_t W = g.size, rank = g.rank;
-  // The ranks must hold the same values (built from the same seed), as no rank will ever see the
-  // others' parts to broadcast them: a few elements of each parameter, compared bit for bit.
-  if (W > 1 && !params.empty()) {
-    std::vector<at::Tensor> samples;
-    torch::NoGradGuard noGrad;
-    for (auto& p : params) {
-      at::Tensor flat = p.detach().reshape({-1});
-      int64_t n = flat.numel();
-      at::Tensor idx = n > 0 ? at::linspace(0, double(n - 1), 8, at::TensorOptions().dtype(at::kDouble)).to(at::kLong).to(flat.device())
-                             : at::zeros({0}, at::TensorOptions().dtype(at::kLong).device(flat.device()));
-      samples.push_back(at::cat({flat.index_select(0, idx).to(at::kDouble).view(at::kLong).cpu(),
-                                 at::full({1}, n, at::TensorOptions().dtype(at::kLong))}));
-    }
-    at::Tensor mine = at::cat(samples);
-    if (g.backend == "nccl") mine = mine.to(params[0].device());
-    at::Tensor hi = mine.clone(), lo = mine.clone();
-    try {
-      c10d::AllreduceOptions o;
-      o.reduceOp = c10d::ReduceOp::MAX;
-      std::vector<at::Tensor> v{hi};
-      waitWork(g.comm->allreduce(v, o), who);
-      o.reduceOp = c10d::ReduceOp::MIN;
-      std::vector<at::Tensor> w{lo};
-      waitWork(g.comm->allreduce(w, o), who);
-    } catch (const PurpleException&) {
-      throw;
-    } catch (const std::exception& e) {
-      throwCommError(std::string(who) + ": comparing the ranks' parameters", e);
-    }
-    if (!hi.equal(lo))
-      throwError("dist-error", std::string(who) + ": the ranks built different parameter values; each rank keeps only its "
-                                                  "part, so every rank must build the same ones: give every rank the same "
-                                                  "(manual-seed ...) before building the model");
-  }
-  for (auto& p : params) {
-    EarlyShard e;
-    e.shape = p.sizes().vec();
-    e.numel = p.numel();
-    e.groupSize = int(W);
-    e.groupRank = int(rank);
-    int64_t chunk = (e.numel + W - 1) / W;
-    int64_t start = std::min(e.numel, rank * chunk);
-    int64_t length = std::max<int64_t>(0, std::min(chunk, e.numel - start));
-    {
-      torch::NoGradGuard noGrad;
-      at::Tensor part = p.detach().reshape({-1}).narrow(0, start, length).clone();
-      at::Tensor handle = p;
-      handle.mutable_grad() = at::Tensor();
-      handle.set_data(part);   // the whole tensor's storage goes with its last holder, now
-    }
-    std::lock_guard<std::mutex> lock(earlyMutex());
-    earlyMap().erase(p.unsafeGetTensorImpl());
-    earlyMap().emplace(p.unsafeGetTensorImpl(), EarlyEntry{c10::weak_intrusive_ptr<c10::TensorImpl>(p.getIntrusivePtr()), e});
-  }
-}
 
 // ---- building ---------------------------------------------------------------------------------
 
@@ -761,37 +564,6 @@ void FsdpState::hookOutputs(size_t ui, Value v, int depth) {
     hookOutputs(ui, cdr(v), depth);
   } else if (v.is(Kind::Vector)) {
     for (uint32_t k = 0; k < v.as<Vector>()->extra; k++) hookOutputs(ui, v.as<Vector>()->items[k], depth + 1);
-  }
-}
-
-void FsdpState::checkpointOutputs(size_t ui, Value output) {
-  Unit& u = units[ui];
-  std::vector<at::Tensor> inputs;
-  for (Value p = u.checkpointArgs.get(); isPair(p); p = cdr(p))
-    if (isTensor(car(p)) && tensorOf(car(p)).defined() && tensorOf(car(p)).requires_grad()) inputs.push_back(tensorOf(car(p)));
-  std::vector<at::Tensor> outs;
-  outputTensors(output, outs, 0);
-  for (auto& t : outs) {
-    bool alias = t.requires_grad() || t.is_view();
-    for (auto& x : inputs) alias = alias || (t.has_storage() && x.has_storage() && t.is_alias_of(x));
-    for (size_t i : u.params) alias = alias || (params[i].padded.defined() && t.has_storage() && t.storage().is_alias_of(params[i].padded.storage()));
-    if (alias)
-      throw std::runtime_error("fully-shard: with :activation-checkpointing, unit " + u.path +
-                               " returns a view of its input or parameters (or a tensor it did not compute), which "
-                               "cannot stand for the recomputation; make it a unit that computes its output, or shard "
-                               "without :activation-checkpointing");
-  }
-  auto node = std::make_shared<RecomputeUnit>();
-  node->state = weak_from_this();
-  node->unit = ui;
-  node->module = u.module;
-  node->interp = Interp::current();
-  node->args = u.checkpointArgs;
-  node->rngState = u.rngState;
-  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
-  for (auto& t : outs) {
-    at::Tensor handle = t;   // the same TensorImpl: every holder of the output sees its new history
-    torch::autograd::set_history(handle, node);
   }
 }
 

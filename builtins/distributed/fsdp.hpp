@@ -41,6 +41,11 @@ std::optional<EarlyShard> earlyShardOf(const at::Tensor& p);
 // Keeps this rank's part of each parameter, as fully-shard divides them (a collective: the
 // ranks' values are compared first, as they must have built the same ones).
 void shardEarly(Group& g, const std::vector<at::Tensor>& params, std::string_view who);
+void forgetEarlyShard(const at::Tensor& p);   // once fully-shard has adopted it
+
+// The floating tensors of a unit's output (a tensor, or lists and vectors of them), in a fixed
+// order (fsdp_checkpoint.cpp).
+void outputTensors(Value v, std::vector<at::Tensor>& out, int depth);
 
 class FsdpState : public std::enable_shared_from_this<FsdpState> {
  public:

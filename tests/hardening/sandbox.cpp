@@ -214,6 +214,7 @@ std::map<std::string, std::string> attackCalls() {
       {"dist-local-world-size", "(dist-local-world-size)"},
       {"distributed-data-parallel", "(distributed-data-parallel (sequential))"},
       {"fully-shard", "(fully-shard (sequential))"},
+      {"fully-shard-unit!", "(fully-shard-unit! (sequential))"},
       {"zero-redundancy-optimizer", "(zero-redundancy-optimizer (list (tensor-ones 2 :requires-grad #t)) sgd :lr 0.1)"},
   };
   for (const char* c : {"dist-all-reduce!", "dist-all-reduce", "dist-broadcast!", "dist-broadcast", "dist-reduce!",
@@ -284,7 +285,7 @@ const std::set<std::string> kRefused = {
     // optional families: checked only when built in
     "sentencepiece-load",
     "dist-init", "dist-new-group", "dist-destroy", "dist-local-rank", "dist-local-world-size",
-    "distributed-data-parallel", "fully-shard", "zero-redundancy-optimizer", "dist-all-reduce!", "dist-all-reduce", "dist-broadcast!", "dist-broadcast",
+    "distributed-data-parallel", "fully-shard", "fully-shard-unit!", "zero-redundancy-optimizer", "dist-all-reduce!", "dist-all-reduce", "dist-broadcast!", "dist-broadcast",
     "dist-reduce!", "dist-all-gather", "dist-all-gather!", "dist-gather", "dist-gather!", "dist-scatter!",
     "dist-reduce-scatter", "dist-reduce-scatter!", "dist-all-to-all", "dist-all-to-all!", "dist-all-to-all-single",
     "dist-barrier", "dist-send", "dist-recv!", "dist-broadcast-object", "dist-all-gather-object",
@@ -388,7 +389,7 @@ int main(int argc, char** argv) {
     if (kConditional.count(name)) check(rule.kind == "conditional", name + " must be conditional, its rule is " + rule.kind);
   }
   for (const auto& name : kRefused) {
-    bool optional = name.rfind("dist", 0) == 0 || name == "distributed-data-parallel" || name == "fully-shard" ||
+    bool optional = name.rfind("dist", 0) == 0 || name == "distributed-data-parallel" || name == "fully-shard" || name == "fully-shard-unit!" ||
                     name == "zero-redundancy-optimizer" || name.find("py") != std::string::npos ||
                     name == "sentencepiece-load";
     bool defined = outcome(host, name).empty();   // an unbound name is an error
