@@ -48,10 +48,23 @@ at::ScalarType wireDtype(const Group& g, at::ScalarType dt) {
   throw std::runtime_error(describeCommFailure(std::string("fully-shard: ") + what, e));
 }
 
+// RUN, a gather of parameters: a communication failure becomes a Purple error, or inside an
+// autograd hook a C++ exception, which `backward` turns into one.
+template <class Run> void gatheringParameters(bool inHook, Run&& run) {
+  try {
+    run();
+  } catch (const PurpleException&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (inHook) failInHook("gathering parameters", e);
+    throwCommError("fully-shard: gathering parameters", e);
+  }
+}
+
 // Rank r's part of every rank's OUT (ranks * IN.numel() elements) is IN, gathered.
 void allGatherInto(Group& g, at::Tensor& out, at::Tensor& in, bool inHook) {
   WorkPtr w;
-  try {
+  gatheringParameters(inHook, [&] {
     if (!gNoAllgatherBase.load()) {
       try {
         w = g.comm->_allgather_base(out, in);
@@ -68,12 +81,7 @@ void allGatherInto(Group& g, at::Tensor& out, at::Tensor& in, bool inHook) {
       w = g.comm->allgather(outs, ins);
     }
     w->wait();
-  } catch (const PurpleException&) {
-    throw;
-  } catch (const std::exception& e) {
-    if (inHook) failInHook("gathering parameters", e);
-    throwCommError("fully-shard: gathering parameters", e);
-  }
+  });
 }
 
 // A tensor's storage, emptied (the tensor keeps its shape, and whatever refers to the storage
@@ -388,15 +396,7 @@ void FsdpState::unshard(Unit& u, bool inHook) {
         ins.push_back(in);
         for (int64_t r = 0; r < W; r++) outs[size_t(r)].push_back(p.padded.narrow(0, r * p.chunk, p.chunk));
       }
-      try {
-        WorkPtr w = group->comm->allgather_coalesced(outs, ins);
-        w->wait();
-      } catch (const PurpleException&) {
-        throw;
-      } catch (const std::exception& e) {
-        if (inHook) failInHook("gathering parameters", e);
-        throwCommError("fully-shard: gathering parameters", e);
-      }
+      gatheringParameters(inHook, [&] { group->comm->allgather_coalesced(outs, ins)->wait(); });
       continue;
     }
     at::Tensor in = at::empty({S}, params[members[0]].shard.options().dtype(wireDtype(*group, dt)));
