@@ -269,12 +269,21 @@ int64_t chargeFreshStorage(const at::Tensor& t, int64_t replacing = 0, bool repl
   if (bytes > 0) {
     if (device) {
       int64_t now = gDeviceBytes.load(std::memory_order_relaxed) + deviceChange;
-      if (now - gDeviceBytesAfterCollect.load(std::memory_order_relaxed) > deviceThreshold()) collectForTensors(true);
+      if (now - gDeviceBytesAfterCollect.load(std::memory_order_relaxed) > deviceThreshold()) {
+        collectForTensors(true);
+        gDeviceBytesAfterCollect.fetch_add(deviceChange, std::memory_order_relaxed);
+      }
     } else {
+      int64_t change = bytes - (replacingOnDevice ? 0 : replacing);
       int64_t host = gBytes.load(std::memory_order_relaxed) - gDeviceBytes.load(std::memory_order_relaxed) +
-                     gHeld.load(std::memory_order_relaxed) + bytes - (replacingOnDevice ? 0 : replacing);
-      if (host - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
+                     gHeld.load(std::memory_order_relaxed) + change;
+      if (host - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed)) {
+        // The storage that asked for the collection is live once it returns: it belongs to what
+        // survived it, not to what the next collection is counted from. (Otherwise one large
+        // tensor made as a program starts, a dataset loaded, asks for two collections in a row.)
         collectForTensors();
+        gBytesAfterCollect.fetch_add(change, std::memory_order_relaxed);
+      }
     }
     checkTensorBudget(t);
   }
@@ -427,8 +436,10 @@ void chargeHeldStorage(int64_t bytes) {
   if (bytes <= 0) return;
   int64_t total = gBytes.load(std::memory_order_relaxed) - gDeviceBytes.load(std::memory_order_relaxed) +
                   gHeld.load(std::memory_order_relaxed) + bytes;
-  if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed))
+  if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed)) {
     collectForTensors();
+    gBytesAfterCollect.fetch_add(bytes, std::memory_order_relaxed);   // (as chargeFreshStorage's)
+  }
   gHeld.fetch_add(bytes, std::memory_order_relaxed);
 }
 
