@@ -403,7 +403,9 @@ TEST_CASE("gc: an interpreter holds a few dozen roots, not one per name") {
     CHECK(with < 1000);
     CHECK(interp.eval("g").to<int64_t>() == 1);   // the names survived those collections
   }
-  CHECK(uncollectableObjects() <= before + 20);   // and a destroyed interpreter leaves none behind
+  // And a destroyed interpreter leaves none behind. (The census counts a freed slot as live until
+  // it is reused: Debian 13's run showed 22 and 23 in 1 of 8, against a leak of thousands.)
+  CHECK(uncollectableObjects() <= before + 40);
 }
 
 TEST_CASE("hardening: dropped ports free their buffers, and live ones count against the heap limit") {
