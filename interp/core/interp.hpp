@@ -94,9 +94,9 @@ class Interp {
   // The tree walker (eval.cpp). Its result may be a tensor cell in flight, which the code using
   // it must own or mark shared (language/ownership.hpp); code outside the evaluator calls
   // evalForm or apply, whose results are shared.
-  // (The plain walk itself goes on as the owning one when cells are owned: the test sits once in
-  // its prologue rather than at each of the many call sites of eval.)
-  // (The plain walk reads no owned frame: null costs its callers no register to keep it in.)
+  // (The plain walk goes on as the owning one itself when cells are owned, so the test sits once
+  // in its prologue, not at each call site; it reads no owned frame, hence null, which costs the
+  // callers no register.)
   Value eval(Node* node, Frame* env) { return evalActivation<false>(node, env, nullptr); }
   // eval on a frame whose ownership passes to the walk: what its ownable slots own dies when the
   // walk returns (apply's closure frames, a top-level form's frame).

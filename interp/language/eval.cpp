@@ -148,35 +148,33 @@ Value evalCompound(Interp& in, Node* n, Frame* env) {
 
 namespace {
 Value evalBuiltinOrOther(Interp& in, AppNode* app, Frame* env) {
-  {
-    if (app->flags & kAppSimpleOperands) {
-      // `(< n 2)`, `(- i 1)`: + - * < > <= >= = on two fixnums with no further checks. The
-      // operands are read raw (a fixnum needs no shareValue); anything else takes the general
-      // path below, which reads them again. `(car l)`, `(vector-ref v i)`: one call away.
-      Value fn = static_cast<GlobalNode*>(app->fn)->cell->value, r;
-      if (fn.is(Kind::Primitive) && fn.obj()->small) {
-        if (app->argc != 2 || fn.obj()->small > uint16_t(InlineBuiltin::NumEq))
-          return simpleOperandsCall(in, app, fn, env);
-        if (fixnumArithmetic(InlineBuiltin(fn.obj()->small), simpleOperand(app->args[0], env),
-                             simpleOperand(app->args[1], env), &r))
-          return r;
-      }
+  if (app->flags & kAppSimpleOperands) {
+    // `(< n 2)`, `(- i 1)`: + - * < > <= >= = on two fixnums with no further checks. The
+    // operands are read raw (a fixnum needs no shareValue); anything else takes the general
+    // path below, which reads them again. `(car l)`, `(vector-ref v i)`: one call away.
+    Value fn = static_cast<GlobalNode*>(app->fn)->cell->value, r;
+    if (fn.is(Kind::Primitive) && fn.obj()->small) {
+      if (app->argc != 2 || fn.obj()->small > uint16_t(InlineBuiltin::NumEq))
+        return simpleOperandsCall(in, app, fn, env);
+      if (fixnumArithmetic(InlineBuiltin(fn.obj()->small), simpleOperand(app->args[0], env),
+                           simpleOperand(app->args[1], env), &r))
+        return r;
     }
-    if (app->fn->op() == Op::Global) {
-      Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
-      if (fn.is(Kind::Primitive)) {
-        if (isInlineCall(app, fn)) {
-          if (app->appArgMask) return inlinePrimitiveOnCalls(in, app, fn, env);
-          // `(< n 2)`, `(- n 1)` here; `(car l)` one call away
-          if (app->argc == 2 && InlineBuiltin(fn.obj()->small) <= InlineBuiltin::NumEq)
-            return inlineArithmeticApp(in, app, fn, env);
-          return inlinePrimitiveCall(in, app, fn, env);
-        }
-        return callPrimitiveApp(in, app, fn, env);
-      }
-    }
-    return in.eval(app, env);
   }
+  if (app->fn->op() == Op::Global) {
+    Value fn = static_cast<GlobalNode*>(app->fn)->cell->value;
+    if (fn.is(Kind::Primitive)) {
+      if (isInlineCall(app, fn)) {
+        if (app->appArgMask) return inlinePrimitiveOnCalls(in, app, fn, env);
+        // `(< n 2)`, `(- n 1)` here; `(car l)` one call away
+        if (app->argc == 2 && InlineBuiltin(fn.obj()->small) <= InlineBuiltin::NumEq)
+          return inlineArithmeticApp(in, app, fn, env);
+        return inlinePrimitiveCall(in, app, fn, env);
+      }
+      return callPrimitiveApp(in, app, fn, env);
+    }
+  }
+  return in.eval(app, env);   // a call of anything else: a local's closure, a continuation
 }
 
 // `set!`/`define` of a global: a fresh tensor result may reuse the cell the global alone held;
