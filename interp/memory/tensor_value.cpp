@@ -33,6 +33,7 @@ std::atomic<int64_t> gBytesAfterCollect{0};   // host counted + held bytes after
 std::atomic<int64_t> gDeviceBytes{0};         // the part of gBytes on a device
 std::atomic<int64_t> gDeviceBytesAfterCollect{0};
 std::atomic<int64_t> gHeld{0};                // chargeHeldStorage
+std::atomic<int64_t> gHeldAfterCollect{0};
 std::atomic<const TensorCellObserver*> gObserver{nullptr};
 
 inline void observeMade(TensorObj* cell) {
@@ -241,6 +242,19 @@ int64_t freshStorageBytes(const at::Tensor& t) {
   return int64_t(s.nbytes());
 }
 
+// Whether host storage counted since the last collection, with FRESH and HELD bytes more about
+// to be, asks for one. Storage held by modules (their parameters and buffers) weighs a quarter:
+// a model being built is nearly always kept, and the collection its parameters started found
+// nothing (resnet18's 47 MB at the 16 MB threshold: Siamese's first collection, before any
+// step); modules made and dropped in a loop still start one every four thresholds.
+bool hostCollectionDue(int64_t fresh, int64_t held) {
+  int64_t heldNew = gHeld.load(std::memory_order_relaxed) + held - gHeldAfterCollect.load(std::memory_order_relaxed);
+  int64_t allNew = gBytes.load(std::memory_order_relaxed) - gDeviceBytes.load(std::memory_order_relaxed) +
+                   gHeld.load(std::memory_order_relaxed) + fresh + held - gBytesAfterCollect.load(std::memory_order_relaxed);
+  int64_t threshold = gThreshold.load(std::memory_order_relaxed);
+  return allNew - heldNew > threshold || allNew > 4 * threshold;
+}
+
 void collectForTensors(bool forDevice = false) {
   int64_t began = forDevice ? steadyNanos() : 0;
   auto charged = [] { return gBytes.load(std::memory_order_relaxed) + gHeld.load(std::memory_order_relaxed); };
@@ -249,8 +263,9 @@ void collectForTensors(bool forDevice = false) {
   adaptThreshold(chargedBefore - charged());
   gCollections.fetch_add(1, std::memory_order_relaxed);
   int64_t device = gDeviceBytes.load(std::memory_order_relaxed);
-  gBytesAfterCollect.store(gBytes.load(std::memory_order_relaxed) - device + gHeld.load(std::memory_order_relaxed),
-                           std::memory_order_relaxed);
+  int64_t held = gHeld.load(std::memory_order_relaxed);
+  gBytesAfterCollect.store(gBytes.load(std::memory_order_relaxed) - device + held, std::memory_order_relaxed);
+  gHeldAfterCollect.store(held, std::memory_order_relaxed);
   gDeviceBytesAfterCollect.store(device, std::memory_order_relaxed);
   if (forDevice) paceDeviceThreshold(began, steadyNanos());
 }
@@ -275,9 +290,7 @@ int64_t chargeFreshStorage(const at::Tensor& t, int64_t replacing = 0, bool repl
       }
     } else {
       int64_t change = bytes - (replacingOnDevice ? 0 : replacing);
-      int64_t host = gBytes.load(std::memory_order_relaxed) - gDeviceBytes.load(std::memory_order_relaxed) +
-                     gHeld.load(std::memory_order_relaxed) + change;
-      if (host - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed)) {
+      if (hostCollectionDue(change, 0)) {
         // The storage that asked for the collection is live once it returns: it belongs to what
         // survived it, not to what the next collection is counted from. (Otherwise one large
         // tensor made as a program starts, a dataset loaded, asks for two collections in a row.)
@@ -434,11 +447,10 @@ TensorMemoryStats tensorMemoryStats() {
 
 void chargeHeldStorage(int64_t bytes) {
   if (bytes <= 0) return;
-  int64_t total = gBytes.load(std::memory_order_relaxed) - gDeviceBytes.load(std::memory_order_relaxed) +
-                  gHeld.load(std::memory_order_relaxed) + bytes;
-  if (total - gBytesAfterCollect.load(std::memory_order_relaxed) > gThreshold.load(std::memory_order_relaxed)) {
+  if (hostCollectionDue(0, bytes)) {
     collectForTensors();
     gBytesAfterCollect.fetch_add(bytes, std::memory_order_relaxed);   // (as chargeFreshStorage's)
+    gHeldAfterCollect.fetch_add(bytes, std::memory_order_relaxed);
   }
   gHeld.fetch_add(bytes, std::memory_order_relaxed);
 }
