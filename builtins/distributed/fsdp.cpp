@@ -336,13 +336,6 @@ void FsdpState::unshard(Unit& u, bool inHook) {
   if (u.unsharded) return;
   torch::NoGradGuard noGrad;
   int64_t W = group->size;
-  // On Gloo, whose collectives run on the CPU the backward pass runs on, the reduction in flight
-  // is finished before gathering: its two buffers (the unit's gradients sent, every rank's
-  // received) would otherwise be alive beside this unit's, for no overlap worth having.
-  if (inHook && group->backend == "gloo" && inflight_) {
-    completeReduce(units[*inflight_]);
-    inflight_.reset();
-  }
   // one all-gather per dtype (a unit's parameters usually share one)
   std::vector<at::ScalarType> dtypes;
   for (size_t i : u.params)
@@ -360,14 +353,14 @@ void FsdpState::unshard(Unit& u, bool inHook) {
       }
     if (S == 0) continue;
     if (group->backend == "gloo" && wireDtype(*group, dt) == dt) {
-      // Gloo (LibTorch 1.13) has no single-tensor all-gather. Its coalesced all-gather takes every
-      // parameter's part and writes every rank's parts straight into their places in one buffer
-      // for the unit (each parameter's whole tensor a slice of it): one collective per unit, and
-      // besides the unit, only Gloo's own receive buffer while it runs (a packed gather copied
-      // out, as before, took the unit three times). Measured against an in-place all-reduce of
-      // the zeroed buffer, which needs no receive buffer: that moved twice the bytes and cost
-      // 30-50% more system time per step on 4 ranks of 2 cores; the receive buffer is not at
-      // the step's peak, which a unit's backward sets (its parameters and its gradients).
+      // Gloo (LibTorch 1.13) has no single-tensor all-gather. The unit has one buffer holding
+      // every parameter's whole tensor (each a slice of it). A large parameter is gathered in
+      // place by one broadcast per rank of that rank's part; the small ones by one coalesced
+      // all-gather, writing every rank's parts into their places through Gloo's own receive
+      // buffer. Measured on 4 ranks of 2 cores: an in-place all-reduce of the zeroed buffer moved
+      // twice the bytes and cost 30-50% more system time per step; the broadcasts against the
+      // coalesced gather of the whole unit, the same time, and the MLP's peak 80.1 -> 76.4 MB
+      // (no receive buffer of the unit's size).
       at::Tensor* flat = nullptr;
       for (auto& f : u.flats)
         if (f.first == dt) flat = &f.second;
@@ -386,8 +379,16 @@ void FsdpState::unshard(Unit& u, bool inHook) {
       std::vector<at::Tensor> ins;
       std::vector<std::vector<at::Tensor>> outs;
       outs.resize(static_cast<size_t>(W));
+      std::vector<Param*> large;
       for (size_t k = 0; k < members.size(); k++) {
         Param& p = params[members[k]];
+        if (isLarge(p)) {
+          at::Tensor mine = p.padded.narrow(0, group->rank * p.chunk, p.chunk);
+          if (p.length > 0) mine.narrow(0, 0, p.length).copy_(p.shard);
+          if (p.length < p.chunk) mine.narrow(0, p.length, p.chunk - p.length).zero_();
+          large.push_back(&p);
+          continue;
+        }
         at::Tensor in = p.shard;
         if (p.length < p.chunk || p.shard.scalar_type() != dt) {
           in = at::zeros({p.chunk}, p.shard.options().dtype(dt));
@@ -396,7 +397,18 @@ void FsdpState::unshard(Unit& u, bool inHook) {
         ins.push_back(in);
         for (int64_t r = 0; r < W; r++) outs[size_t(r)].push_back(p.padded.narrow(0, r * p.chunk, p.chunk));
       }
-      gatheringParameters(inHook, [&] { group->comm->allgather_coalesced(outs, ins)->wait(); });
+      gatheringParameters(inHook, [&] {
+        std::vector<WorkPtr> works;
+        for (Param* p : large)
+          for (int64_t r = 0; r < W; r++) {
+            std::vector<at::Tensor> v{p->padded.narrow(0, r * p->chunk, p->chunk)};
+            c10d::BroadcastOptions o;
+            o.rootRank = r;
+            works.push_back(group->comm->broadcast(v, o));
+          }
+        if (!ins.empty()) works.push_back(group->comm->allgather_coalesced(outs, ins));
+        for (auto& w : works) w->wait();
+      });
       continue;
     }
     at::Tensor in = at::empty({S}, params[members[0]].shard.options().dtype(wireDtype(*group, dt)));
@@ -675,64 +687,7 @@ void FsdpState::launchReduce(Unit& u) {
   const Param& first = params[u.params[0]];
   at::ScalarType dt = options.reduceDtype.value_or(computeDtype(first));
   if (group->backend == "gloo") {
-    // Gloo (LibTorch 1.13) has no reduce-scatter. Its all-to-all would need a packed copy of the
-    // unit's gradients and a buffer for every rank's (two more copies of the unit, alive with the
-    // next unit's); an all-reduce of each whole gradient in place needs neither, and each rank
-    // keeps its part of the sum.
-    u.works.assign(u.params.size(), WorkPtr());
-    u.gradients.assign(u.params.size(), at::Tensor());
-    u.smallOffsets.assign(u.params.size(), -1);
-    at::ScalarType wire = wireDtype(*group, dt);
-    // flat, and not an autograd view (whose base would be one more holder of the storage:
-    // completeReduce frees a gradient's storage once this tensor is its only holder)
-    auto fullGradient = [&](Param& p) {
-      at::Tensor g;
-      if (!p.gradFull.defined()) {
-        g = at::zeros({p.numel}, p.shard.options().dtype(wire));
-      } else if (p.gradFull.is_contiguous()) {
-        g = at::empty({0}, p.gradFull.options());
-        g.set_(p.gradFull.storage(), p.gradFull.storage_offset(), {p.numel}, {1});
-      } else {
-        g = p.gradFull.reshape({-1});
-      }
-      p.gradFull = at::Tensor();
-      return g;
-    };
-    try {
-      // the small parameters' gradients packed, all-reduced at once
-      int64_t packed = 0;
-      for (size_t k = 0; k < u.params.size(); k++) {
-        Param& p = params[u.params[k]];
-        if (p.chunk == 0 || !p.param.requires_grad() || isLarge(p)) continue;
-        u.smallOffsets[k] = packed;
-        packed += p.numel;
-      }
-      u.recv = at::Tensor();
-      if (packed > 0) {
-        u.recv = at::empty({packed}, first.shard.options().dtype(wire));
-        for (size_t k = 0; k < u.params.size(); k++)
-          if (u.smallOffsets[k] >= 0) {
-            Param& p = params[u.params[k]];
-            u.recv.narrow(0, u.smallOffsets[k], p.numel).copy_(fullGradient(p));
-          }
-        std::vector<at::Tensor> v{u.recv};
-        u.work = group->comm->allreduce(v);
-      }
-      // each large one in place
-      for (size_t k = 0; k < u.params.size(); k++) {
-        Param& p = params[u.params[k]];
-        if (p.chunk == 0 || !p.param.requires_grad() || !isLarge(p)) continue;
-        at::Tensor g = fullGradient(p);
-        if (g.scalar_type() != wire || !g.is_contiguous()) g = g.to(wire).contiguous();
-        std::vector<at::Tensor> v{g};
-        u.works[k] = group->comm->allreduce(v);
-        u.gradients[k] = g;
-      }
-    } catch (const std::exception& e) {
-      failInHook("reducing gradients", e);
-    }
-    u.gloo = true;
-    inflight_ = size_t(&u - &units[0]);
+    reduceInPieces(u, wireDtype(*group, dt));
     return;
   }
   at::Tensor send = at::empty({W, S}, first.shard.options().dtype(wireDtype(*group, dt)));
@@ -772,41 +727,80 @@ void FsdpState::launchReduce(Unit& u) {
   inflight_ = size_t(&u - &units[0]);
 }
 
-void FsdpState::completeReduce(Unit& u) {
-  if (u.gloo) {
-    u.gloo = false;
-    torch::NoGradGuard noGrad;
-    double W = double(group->size);
-    try {
-      if (u.work) u.work->wait();
-      for (auto& w : u.works)
-        if (w) w->wait();
-    } catch (const std::exception& e) {
-      u.work.reset();
-      u.works.clear();
-      u.gradients.clear();
-      u.recv = at::Tensor();
-      failInHook("reducing gradients", e);
+// Gloo (LibTorch 1.13) has no reduce-scatter; its all-to-all makes one: rank r's part of
+// every rank's gradients goes to rank r, which adds what it receives. Each rank sends and
+// receives (W-1)/W of the unit's gradients in one round, where an all-reduce of them moves
+// twice that in 2 (W-1) steps (on 4 ranks of 2 cores, the MLP trained at 0.86x DDP's samples/s
+// against 0.74x). The all-to-all needs its input packed rank-major and a receive buffer: done
+// whole, those are two more copies of the unit beside its gradients (the MLP's peak went 76 ->
+// 108 MB), so it runs in pieces of at most kPieceBytes, one after another. Nothing overlaps it
+// anyway: the next unit's backward starts with gathering that unit, after this.
+void FsdpState::reduceInPieces(Unit& u, at::ScalarType wire) {
+  constexpr int64_t kPieceBytes = int64_t(4) << 20;
+  torch::NoGradGuard noGrad;
+  int64_t W = group->size, S = u.packed;
+  const Param& first = params[u.params[0]];
+  at::TensorOptions opts = first.shard.options().dtype(wire);
+  int64_t width = std::max<int64_t>(1, std::min(S, kPieceBytes / (W * int64_t(c10::elementSize(wire)))));
+  std::vector<at::Tensor> flats(u.params.size());
+  for (size_t k = 0; k < u.params.size(); k++) {
+    Param& p = params[u.params[k]];
+    if (p.gradFull.defined()) flats[k] = p.gradFull.reshape({-1});
+    p.gradFull = at::Tensor();
+  }
+  at::Tensor mine = at::empty({S}, opts);
+  at::Tensor send = at::empty({W, width}, opts), recv = at::empty({W * width}, opts);
+  try {
+    for (int64_t c0 = 0; c0 < S; c0 += width) {
+      int64_t n = std::min(width, S - c0);
+      at::Tensor piece = n == width ? send : at::empty({W, n}, opts);
+      for (size_t k = 0; k < u.params.size(); k++) {
+        Param& p = params[u.params[k]];
+        int64_t a = std::max(c0, u.offsets[k]), b = std::min(c0 + n, u.offsets[k] + p.chunk);
+        if (p.chunk == 0 || a >= b) continue;
+        packColumns(piece.narrow(1, a - c0, b - a), flats[k], p, a - u.offsets[k]);
+      }
+      at::Tensor into = recv.narrow(0, 0, W * n);
+      at::Tensor flatSend = piece.view({-1});
+      std::vector<int64_t> equal;
+      group->comm->alltoall_base(into, flatSend, equal, equal, c10d::AllToAllOptions())->wait();
+      at::Tensor sum = mine.narrow(0, c0, n);
+      at::sum_out(sum, into.view({W, n}), {0});
     }
-    for (size_t k = 0; k < u.params.size(); k++) {
-      Param& p = params[u.params[k]];
-      at::Tensor whole = u.smallOffsets[k] >= 0 ? u.recv.narrow(0, u.smallOffsets[k], p.numel) : u.gradients[k];
-      if (!whole.defined()) continue;
-      p.reduced = whole.narrow(0, p.start, p.length).div(W).to(p.shard.scalar_type());
-    }
-    // Gloo's worker thread drops its reference to a finished collective's tensors a moment after
-    // wait returns, so a whole gradient could outlive this by a varying time, alive beside the
-    // next unit's gather (measured: a 16 MB higher peak in one step of three). Nothing else holds
-    // these buffers (no other tensor shares their storage): their memory goes back now.
-    for (auto& g : u.gradients)
-      if (g.defined() && g.storage().use_count() == 1) emptyStorage(g);
-    if (u.recv.defined() && u.recv.storage().use_count() == 1) emptyStorage(u.recv);
-    u.work.reset();
-    u.works.clear();
-    u.gradients.clear();
-    u.recv = at::Tensor();
+  } catch (const std::exception& e) {
+    failInHook("reducing gradients", e);
+  }
+  flats.clear();
+  send = recv = at::Tensor();
+  mine.div_(double(W));
+  for (size_t k = 0; k < u.params.size(); k++) {
+    Param& p = params[u.params[k]];
+    if (p.param.requires_grad() && p.chunk > 0)
+      p.reduced = mine.narrow(0, u.offsets[k], p.length).to(p.shard.scalar_type(), false, true);
+  }
+}
+
+// Columns [FROM, FROM + BLOCK's width) of P's gradient FLAT laid out rank-major ([ranks, chunk]:
+// row r holds the elements rank r keeps), into BLOCK; zeros past the gradient's end, and for
+// a parameter that has none.
+void FsdpState::packColumns(at::Tensor block, const at::Tensor& flat, const Param& p, int64_t from) {
+  int64_t W = group->size, m = block.size(1);
+  if (!flat.defined()) {
+    block.zero_();
     return;
   }
+  int64_t rows = p.numel / p.chunk, rest = p.numel - rows * p.chunk;
+  if (rows > 0) block.narrow(0, 0, rows).copy_(flat.narrow(0, 0, rows * p.chunk).view({rows, p.chunk}).narrow(1, from, m));
+  if (rows < W) {
+    at::Tensor partial = block.select(0, rows);
+    int64_t have = std::clamp<int64_t>(rest - from, 0, m);
+    if (have > 0) partial.narrow(0, 0, have).copy_(flat.narrow(0, rows * p.chunk + from, have));
+    if (have < m) partial.narrow(0, have, m - have).zero_();
+    if (rows + 1 < W) block.narrow(0, rows + 1, W - rows - 1).zero_();
+  }
+}
+
+void FsdpState::completeReduce(Unit& u) {
   if (!u.work) return;
   try {
     u.work->wait();
