@@ -89,6 +89,13 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     at::Tensor rngState;
     WorkPtr work;
     at::Tensor send, recv;
+    // Gloo: one in-place all-reduce per parameter's whole gradient (gradients[k] for u.params[k])
+    // (large parameters), the small ones packed into recv at smallOffsets[k] (-1: not there)
+    // and all-reduced by `work`
+    std::vector<WorkPtr> works;
+    std::vector<at::Tensor> gradients;
+    std::vector<int64_t> smallOffsets;
+    bool gloo = false;
     // Gloo: the gathered parameters of each dtype in one buffer, every parameter's padded tensor
     // a slice of it (storage emptied when sharded)
     std::vector<std::pair<at::ScalarType, at::Tensor>> flats;
