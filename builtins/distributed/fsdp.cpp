@@ -466,7 +466,7 @@ void FsdpState::reshardParam(Param& p) {
 
 void FsdpState::reshard(Unit& u) {
   for (size_t i : u.params) reshardParam(params[i]);
-  for (auto& f : u.flats) emptyStorage(f.second);
+  releaseFlats(u);
   u.unsharded = false;
 }
 
@@ -652,9 +652,17 @@ void FsdpState::maybeReshardInBackward(Unit& u) {
     else all = false;
   }
   if (all) {
-    for (auto& f : u.flats) emptyStorage(f.second);
+    // On Gloo the unit's reduction, about to start, receives into the gathered buffer (its
+    // parameters are sharded again; a gather before then would refill it)
+    if (group->backend == "gloo" && !u.reduceLaunched) u.flatsKept = true;
+    else releaseFlats(u);
     u.unsharded = false;
   }
+}
+
+void FsdpState::releaseFlats(Unit& u) {
+  for (auto& f : u.flats) emptyStorage(f.second);
+  u.flatsKept = false;
 }
 
 void FsdpState::onInputGrad(size_t ui) {
@@ -662,6 +670,7 @@ void FsdpState::onInputGrad(size_t ui) {
   Unit& u = units[ui];
   u.inputsDone++;
   maybeReshardInBackward(u);
+  launchReady();
 }
 
 void FsdpState::onParamGrad(size_t i) {
@@ -678,8 +687,17 @@ void FsdpState::onParamGrad(size_t i) {
   if (u.gradsPending == 0) launchReady();
 }
 
+// On Gloo a unit's reduction also waits for the gradient to reach the unit's inputs: then its
+// backward is done with the gathered parameters (maybeReshardInBackward), and the reduction can
+// receive into their buffer. It runs at once when it starts, so it overlaps nothing by starting
+// earlier.
+bool FsdpState::readyToReduce(const Unit& u) const {
+  if (u.gradsPending > 0) return false;
+  return group->backend != "gloo" || &u == &units[0] || u.inputHooks == 0 || u.inputsDone >= u.inputHooks;
+}
+
 void FsdpState::launchReady() {
-  while (nextReduce_ < reduceOrder_.size() && units[reduceOrder_[nextReduce_]].gradsPending == 0)
+  while (nextReduce_ < reduceOrder_.size() && readyToReduce(units[reduceOrder_[nextReduce_]]))
     launchReduce(units[reduceOrder_[nextReduce_++]]);
 }
 
@@ -687,7 +705,10 @@ void FsdpState::launchReduce(Unit& u) {
   u.reduceLaunched = true;
   bool trainable = false;
   for (size_t i : u.params) trainable = trainable || params[i].param.requires_grad();
-  if (!trainable || u.packed == 0) return;
+  if (!trainable || u.packed == 0) {
+    if (u.flatsKept) releaseFlats(u);
+    return;
+  }
   if (inflight_) {   // one reduction in flight at a time: its buffers are a unit's gradients
     completeReduce(units[*inflight_]);
     inflight_.reset();
@@ -696,15 +717,25 @@ void FsdpState::launchReduce(Unit& u) {
   int64_t W = group->size, S = u.packed;
   const Param& first = params[u.params[0]];
   at::ScalarType dt = options.reduceDtype.value_or(computeDtype(first));
-  if (group->backend == "gloo" && W * S * int64_t(c10::elementSize(wireDtype(*group, dt))) >= 2 * kPieceBytes) {
-    reduceInPieces(u, wireDtype(*group, dt));
-    return;
+  if (group->backend == "gloo") {
+    at::ScalarType wire = wireDtype(*group, dt);
+    at::Tensor into;   // the unit's gathered buffer, kept for this (maybeReshardInBackward)
+    if (u.flatsKept && u.flats.size() == 1 && u.flats[0].first == wire && u.flats[0].second.numel() == W * S)
+      into = u.flats[0].second;
+    if (into.defined() || W * S * int64_t(c10::elementSize(wire)) >= 2 * kPieceBytes) {
+      reduceInPieces(u, wire, into);
+      if (u.flatsKept) releaseFlats(u);
+      return;
+    }
+    if (u.flatsKept) releaseFlats(u);
   }
   if (group->backend == "gloo") {
-    // A unit smaller than two pieces: an all-reduce of each whole gradient in place, each rank
-    // keeping its part of the sum. The all-to-all would take two more copies of the unit at once
-    // (packed and received: the transformer's peak 29.5 -> 32.6 MB per rank), or, in pieces,
-    // as many rounds (8 pieces: 0.52x DDP's samples/s against 0.73x).
+    // A unit smaller than two pieces, with no gathered buffer to receive into (its parameters
+    // of several dtypes, or gathered whole with no resharding in backward): an all-reduce of each
+    // whole gradient in place, each rank keeping its part of the sum. The all-to-all would take
+    // two more copies of the unit at once (packed and received: the transformer's peak 29.5 ->
+    // 32.6 MB per rank), or, in pieces, as many rounds (8 pieces: 0.52x DDP's samples/s
+    // against 0.73x).
     u.works.assign(u.params.size(), WorkPtr());
     u.gradients.assign(u.params.size(), at::Tensor());
     u.smallOffsets.assign(u.params.size(), -1);
@@ -804,9 +835,12 @@ void FsdpState::launchReduce(Unit& u) {
 // twice that in 2 (W-1) steps (on 4 ranks of 2 cores, the MLP trained at 0.86x DDP's samples/s
 // against 0.74x). The all-to-all needs its input packed rank-major and a receive buffer: done
 // whole, those are two more copies of the unit beside its gradients (the MLP's peak went 76 ->
-// 108 MB), so it runs in pieces of at most kPieceBytes, one after another. Nothing overlaps it
-// anyway: the next unit's backward starts with gathering that unit, after this.
-void FsdpState::reduceInPieces(Unit& u, at::ScalarType wire) {
+// 108 MB). So it runs in pieces of at most kPieceBytes, one after another, each gradient freed
+// once packed, and receives into the unit's gathered buffer when its backward is done with it
+// (RECEIVE-INTO): the transformer's units, one piece each, then take no more memory than the
+// all-reduce in place. Nothing overlaps it anyway: the next unit's backward starts with
+// gathering that unit, after this.
+void FsdpState::reduceInPieces(Unit& u, at::ScalarType wire, const at::Tensor& receiveInto) {
   torch::NoGradGuard noGrad;
   int64_t W = group->size, S = u.packed;
   const Param& first = params[u.params[0]];
@@ -819,7 +853,8 @@ void FsdpState::reduceInPieces(Unit& u, at::ScalarType wire) {
     p.gradFull = at::Tensor();
   }
   at::Tensor mine = at::empty({S}, opts);
-  at::Tensor send = at::empty({W, width}, opts), recv = at::empty({W * width}, opts);
+  at::Tensor send = at::empty({W, width}, opts);
+  at::Tensor recv = receiveInto.defined() ? receiveInto : at::empty({W * width}, opts);
   try {
     for (int64_t c0 = 0; c0 < S; c0 += width) {
       int64_t n = std::min(width, S - c0);
@@ -831,7 +866,7 @@ void FsdpState::reduceInPieces(Unit& u, at::ScalarType wire) {
         packColumns(piece.narrow(1, a - c0, b - a), flats[k], p, a - u.offsets[k]);
         if (b == u.offsets[k] + p.chunk) flats[k] = at::Tensor();   // all packed: freed now
       }
-      at::Tensor into = recv.narrow(0, 0, W * n);
+      at::Tensor into = recv.narrow(0, receiveInto.defined() ? W * c0 : 0, W * n);
       at::Tensor flatSend = piece.view({-1});
       std::vector<int64_t> equal;
       group->comm->alltoall_base(into, flatSend, equal, equal, c10d::AllToAllOptions())->wait();

@@ -99,6 +99,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     // Gloo: the gathered parameters of each dtype in one buffer, every parameter's padded tensor
     // a slice of it (storage emptied when sharded)
     std::vector<std::pair<at::ScalarType, at::Tensor>> flats;
+    bool flatsKept = false;          // resharded in backward, flats kept for the reduction to receive into
   };
 
   FsdpState(GroupPtr g, FsdpOptions o) : group(std::move(g)), options(o) {}
@@ -130,7 +131,10 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   void unshard(Unit& u, bool inHook);
   void ensurePadded(Param& p, at::ScalarType dt);
   bool isLarge(const Param& p) const;
-  void reduceInPieces(Unit& u, at::ScalarType wire);
+  // RECEIVE-INTO: a buffer of the unit's size the all-to-alls may receive into, or undefined
+  void reduceInPieces(Unit& u, at::ScalarType wire, const at::Tensor& receiveInto);
+  void releaseFlats(Unit& u);
+  bool readyToReduce(const Unit& u) const;
   void packColumns(at::Tensor block, const at::Tensor& flat, const Param& p, int64_t from);
   void reshardParam(Param& p);
   void reshard(Unit& u);
