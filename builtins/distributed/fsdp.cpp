@@ -796,16 +796,7 @@ void FsdpState::launchReduce(Unit& u) {
   for (size_t k = 0; k < u.params.size(); k++) {
     Param& p = params[u.params[k]];
     if (p.chunk == 0) continue;
-    at::Tensor block = send.narrow(1, u.offsets[k], p.chunk);
-    if (!p.gradFull.defined()) {
-      block.zero_();
-      continue;
-    }
-    at::Tensor flat = p.gradFull.reshape({-1});
-    int64_t rows = p.numel / p.chunk, rest = p.numel - rows * p.chunk;
-    if (rows < W) block.narrow(0, rows, W - rows).zero_();
-    if (rows > 0) block.narrow(0, 0, rows).copy_(flat.narrow(0, 0, rows * p.chunk).view({rows, p.chunk}));
-    if (rest > 0) block.select(0, rows).narrow(0, 0, rest).copy_(flat.narrow(0, rows * p.chunk, rest));
+    packColumns(send.narrow(1, u.offsets[k], p.chunk), p.gradFull.defined() ? p.gradFull.reshape({-1}) : at::Tensor(), p, 0);
     p.gradFull = at::Tensor();
   }
   try {
