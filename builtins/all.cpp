@@ -25,6 +25,7 @@ void registerAllBuiltins(Interp& in) {
       {"formats", registerSafetensors}, {"formats", registerNumpy}, {"formats", registerTorchScript}, {"formats", registerJit},
       {"formats", registerJson},
       {"data", registerData}, {"data", registerSamplers}, {"data", registerDataWorkers}, {"data", registerDataIO}, {"metrics", registerMetrics},
+      {"data", registerLoaderSamples},
       {"display", registerImages}, {"display", registerHtml}, {"images", registerImageFiles},
       {"profile", registerTensorMemory}, {"profile", registerSampling}, {"profile", registerOpProfiler},
       {"extensions", registerLoadInline}, {"extensions", registerCudaRawKernels},

@@ -61,6 +61,7 @@ void registerJson(Registry& r);           // parse-json, read-json-file, json->s
 void registerData(Registry& r);           // transforms, batchers, default-collate, terminal-output?
 void registerSamplers(Registry& r);       // sampler and loader index draws, as PyTorch's
 void registerDataWorkers(Registry& r);    // data-loader worker processes for Purple datasets
+void registerLoaderSamples(Registry& r);   // the loader's own samples, freed once collated
 void registerDataIO(Registry& r);         // load-idx, load-csv
 void registerMetrics(Registry& r);        // accuracy, precision, recall, f1-score, confusion-matrix
 void registerAutograd(Registry& r);       // gradients, modes, hooks, custom functions

@@ -517,7 +517,8 @@ void registerDataWorkers(Registry& r) {
   r.def("%worker-pool-next!", "(pool)",
         [](Interp& in, Value pv) { return poolArg(pv, "%worker-pool-next!")->next(in); },
         "The next batch of POOL's pass, in order, or the eof object after the last one. A worker's "
-        "error, or a worker's death, stops every worker and is raised here.");
+        "error, or a worker's death, stops every worker and is raised here.",
+        kPrimReturnsFreshList);   // a batch's tensors are new here: the batch owns them
   r.def("%worker-pool-close!", "(pool)",
         [](Value pv) { poolArg(pv, "%worker-pool-close!")->stop(false, "the loader closed them"); },
         "Stops POOL's workers (they exit; any still working are killed) and reaps them.");
