@@ -47,6 +47,17 @@ void forgetEarlyShard(const at::Tensor& p);   // once fully-shard has adopted it
 // order (fsdp_checkpoint.cpp).
 void outputTensors(Value v, std::vector<at::Tensor>& out, int depth);
 
+// Shared by fsdp.cpp and fsdp_reduce.cpp:
+// the dtype a collective moves DT in: Gloo (LibTorch 1.13) has no bfloat16, so bfloat16 travels
+// as float32 there (the computation still runs in bfloat16); NCCL moves it as it is;
+at::ScalarType wireDtype(const Group& g, at::ScalarType dt);
+// a communication failure inside an autograd hook, as the C++ exception `backward` turns into a
+// Purple error;
+[[noreturn]] void failInHook(const char* what, const std::exception& e);
+// a tensor's storage, emptied (the tensor keeps its shape, and whatever refers to the storage
+// keeps referring to it) and its bytes given back.
+void emptyStorage(const at::Tensor& t);
+
 class FsdpState : public std::enable_shared_from_this<FsdpState> {
  public:
   struct Param {
